@@ -1,0 +1,57 @@
+"""Loading the write-side state deciders need from the entities projection (the handler's I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from memoree.eventlog.events import Scope
+
+from .state import ArtifactState, ClaimState, RevisionSize
+
+__all__ = ["load_artifact", "load_claim", "load_revision_sizes"]
+
+
+def load_artifact(conn: Any, artifact_id: str) -> ArtifactState | None:
+    row = conn.execute(
+        "SELECT a.workspace_id, a.project_id, a.task_id, a.component, a.kind, a.status, "
+        "a.current_revision_id, a.current_revision_number, r.title, r.media_type, a.stream_version "
+        "FROM artifacts a JOIN artifact_revisions r ON r.id = a.current_revision_id WHERE a.id = ?",
+        (artifact_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    ws, prj, task, component, kind, status, head, number, title, media_type, version = row
+    return ArtifactState(
+        artifact_id=artifact_id, owner=Scope(ws, prj, task, component), kind=kind, status=status,
+        head_revision_id=head, head_revision_number=number, title=title, media_type=media_type,
+        stream_version=version,
+    )
+
+
+def load_claim(conn: Any, claim_id: str) -> ClaimState | None:
+    row = conn.execute(
+        "SELECT workspace_id, project_id, task_id, component, claim_type, status, "
+        "current_revision_id, current_revision_number, stream_version FROM claims WHERE id = ?",
+        (claim_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    ws, prj, task, component, claim_type, status, head, number, version = row
+    return ClaimState(
+        claim_id=claim_id, owner=Scope(ws, prj, task, component), claim_type=claim_type,
+        status=status, head_revision_id=head, head_revision_number=number, stream_version=version,
+    )
+
+
+def load_revision_sizes(conn: Any, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], RevisionSize]:
+    """The byte length of every cited ``(artifact_id, revision_id)`` that exists."""
+    found: dict[tuple[str, str], RevisionSize] = {}
+    for artifact_id, revision_id in set(pairs):
+        row = conn.execute(
+            "SELECT size_bytes FROM artifact_revisions WHERE id = ? AND artifact_id = ?",
+            (revision_id, artifact_id),
+        ).fetchone()
+        if row is not None:
+            found[(artifact_id, revision_id)] = RevisionSize(artifact_id, revision_id, row[0])
+    return found

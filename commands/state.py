@@ -1,0 +1,50 @@
+"""The minimal write-side state deciders need, loaded by the handler from the entities projection."""
+
+from __future__ import annotations
+
+import msgspec
+
+from memoree.eventlog.events import Scope
+
+__all__ = ["ArtifactState", "BlobRef", "ClaimState", "RevisionSize"]
+
+
+class BlobRef(msgspec.Struct, frozen=True):
+    """Content bytes already decoded and hashed (hashing is pure; storing them is not)."""
+
+    data: bytes
+    blob_hash: str
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+class ArtifactState(msgspec.Struct, frozen=True, kw_only=True):
+    artifact_id: str
+    owner: Scope
+    kind: str
+    status: str
+    head_revision_id: str
+    head_revision_number: int
+    title: str
+    media_type: str
+    stream_version: int
+
+
+class ClaimState(msgspec.Struct, frozen=True, kw_only=True):
+    claim_id: str
+    owner: Scope
+    claim_type: str
+    status: str
+    head_revision_id: str
+    head_revision_number: int
+    stream_version: int
+
+
+class RevisionSize(msgspec.Struct, frozen=True):
+    """An artifact revision that evidence may cite, and its byte length."""
+
+    artifact_id: str
+    revision_id: str
+    size_bytes: int

@@ -1,0 +1,126 @@
+"""Content-addressed storage for artifact bytes, keyed by the lowercase hex BLAKE3 digest.
+
+Small blobs (at most ``INLINE_BLOB_BYTES``) live in the ``cas_inline`` table of the log's database
+and commit in the mutation's own transaction: one fsync covers both. Larger blobs are files under
+``blobs/<h0h1>/<h2h3>/<digest>``, written to ``blobs/.tmp``, fsynced and linked into place without
+clobbering before the transaction that references them commits. Files are 0600 in 0700 folders.
+Every read re-verifies size and digest; a name is never trusted. The CAS is authoritative (it is
+not a projection): reindex never touches it, backups copy it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from blake3 import blake3
+
+from memoree.errors import IntegrityError, NotFound
+from memoree.limits import INLINE_BLOB_BYTES
+
+from .db import execute_script
+
+__all__ = ["CAS_SCHEMA", "ContentStore", "digest_hex"]
+
+CAS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS cas_inline (
+    hash TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL
+) STRICT, WITHOUT ROWID;
+"""
+
+
+def digest_hex(data: bytes) -> str:
+    """The CAS address of ``data``."""
+    return blake3(data).hexdigest()
+
+
+class ContentStore:
+    """Blob storage beside an SQLite connection (inline rows) and a ``blobs/`` folder (files)."""
+
+    def __init__(self, conn: Any, root: Path) -> None:
+        self.conn = conn
+        self.root = root
+        execute_script(conn, CAS_SCHEMA)
+
+    def put(self, data: bytes, digest: str | None = None) -> str:
+        """Store ``data`` (idempotently) and return its digest; call inside the write transaction."""
+        digest = digest or digest_hex(data)
+        if len(data) <= INLINE_BLOB_BYTES:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO cas_inline (hash, size, data) VALUES (?, ?, ?)",
+                (digest, len(data), data),
+            )
+        else:
+            self._write_file(digest, data)
+        return digest
+
+    def get(self, digest: str, size: int) -> bytes:
+        """The verified bytes for ``digest``; INTEGRITY_ERROR when missing or damaged."""
+        data = self._read(digest, size)
+        if len(data) != size or digest_hex(data) != digest:
+            raise IntegrityError(f"blob {digest} does not match its digest or size",
+                                 details={"blob_hash": digest})
+        return data
+
+    def contains(self, digest: str, size: int) -> bool:
+        try:
+            self.get(digest, size)
+        except (IntegrityError, NotFound):
+            return False
+        return True
+
+    def path_for(self, digest: str) -> Path:
+        return self.root / digest[0:2] / digest[2:4] / digest
+
+    def _read(self, digest: str, size: int) -> bytes:
+        if size <= INLINE_BLOB_BYTES:
+            row = self.conn.execute("SELECT data FROM cas_inline WHERE hash = ?", (digest,)).fetchone()
+            if row is not None:
+                return bytes(row[0])
+        try:
+            return self.path_for(digest).read_bytes()
+        except FileNotFoundError:
+            raise IntegrityError(f"blob {digest} is missing from the content store",
+                                 details={"blob_hash": digest}) from None
+
+    def _write_file(self, digest: str, data: bytes) -> None:
+        final = self.path_for(digest)
+        if final.exists():
+            existing = final.read_bytes()
+            if digest_hex(existing) == digest:
+                return
+            final.unlink()  # a damaged object under the right name: replace it with good bytes
+        tmp_dir = self.root / ".tmp"
+        for folder in (self.root, tmp_dir, final.parent.parent, final.parent):
+            folder.mkdir(mode=0o700, exist_ok=True)
+        tmp = tmp_dir / f"{digest}.{secrets.token_hex(6)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(tmp, final)
+            except FileExistsError:
+                pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(final.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

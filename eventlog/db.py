@@ -1,0 +1,89 @@
+"""The SQLite driver choice and connection setup, with features detected rather than assumed.
+
+The stdlib ``sqlite3`` on our Debian machines links SQLite 3.40, which lacks the trigram
+tokenizer's ``remove_diacritics`` and FTS5 ``secure-delete``. ``pysqlite3`` (the
+``pysqlite3-binary`` wheel) bundles a current SQLite behind the same DB-API, and sqlite-utils
+picks it up by itself, so it is preferred when installed; the stdlib module is the fallback.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+try:  # pragma: no cover - which branch runs depends on the platform
+    import pysqlite3.dbapi2 as sqlite3
+except ImportError:  # pragma: no cover
+    import sqlite3  # type: ignore[no-redef]
+
+__all__ = ["Features", "connect", "execute_script", "features", "sqlite3"]
+
+BUSY_TIMEOUT_MS = 5000
+
+
+def connect(path: str | os.PathLike[str], *, synchronous: str = "FULL", readonly: bool = False) -> Any:
+    """Open ``path`` in WAL mode with autocommit off the driver (we issue BEGIN ourselves)."""
+    if readonly:
+        conn = sqlite3.connect(
+            f"file:{os.fspath(path)}?mode=ro", uri=True, isolation_level=None,
+            check_same_thread=False,
+        )
+    else:
+        conn = sqlite3.connect(os.fspath(path), isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if not readonly:
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    return conn
+
+
+class Features:
+    """What the linked SQLite can do, probed once on an in-memory database."""
+
+    def __init__(self) -> None:
+        probe = sqlite3.connect(":memory:")
+        self.sqlite_version: str = sqlite3.sqlite_version
+        self.driver: str = sqlite3.__name__.split(".")[0]
+        self.fts5 = _creates(probe, "CREATE VIRTUAL TABLE t1 USING fts5(x)")
+        self.trigram = _creates(probe, "CREATE VIRTUAL TABLE t2 USING fts5(x, tokenize='trigram')")
+        self.trigram_remove_diacritics = _creates(
+            probe,
+            "CREATE VIRTUAL TABLE t3 USING fts5(x, tokenize='trigram case_sensitive 0 remove_diacritics 1')",
+        )
+        self.secure_delete = self.fts5 and _creates(
+            probe, "INSERT INTO t1(t1, rank) VALUES('secure-delete', 1)"
+        )
+        probe.close()
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def _creates(conn: Any, sql: str) -> bool:
+    try:
+        conn.execute(sql)
+    except sqlite3.Error:
+        return False
+    return True
+
+
+@functools.cache
+def features() -> Features:
+    """The linked SQLite's feature set (cached for the process)."""
+    return Features()
+
+
+def execute_script(conn: Any, script: str) -> None:
+    """Run a multi-statement script without the driver's implicit COMMIT (unlike executescript)."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            if statement.strip():
+                conn.execute(statement)
+            statement = ""
+    if statement.strip():
+        conn.execute(statement)

@@ -1,0 +1,142 @@
+"""Event payload types: one frozen msgspec Struct per event type, keyed by a stable dotted name.
+
+Names are past tense and never reused, never a Python path. Payloads evolve only by adding fields
+with defaults; anything else is a new type (or an upcaster registered in ``codec``). Event structs
+do not forbid unknown fields, so an older binary can still read newer records.
+
+A projector derives every id and time it needs from the event (ids are minted by the handler and
+recorded here; times come from the envelope's ``at``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "EVENT_TYPES",
+    "ArtifactCreated",
+    "ArtifactForgotten",
+    "ArtifactRevised",
+    "ClaimAsserted",
+    "ClaimRetracted",
+    "ClaimRevised",
+    "EvidenceRef",
+    "RelationAdded",
+    "Scope",
+    "event_type_name",
+]
+
+
+class Scope(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The ambient owner of a write: workspace, project, optional task and component."""
+
+    workspace_id: str
+    project_id: str
+    task_id: str | None = None
+    component: str | None = None
+
+
+class EvidenceRef(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A claim's citation of an artifact revision, optionally a half-open byte span of it."""
+
+    artifact_id: str
+    revision_id: str
+    start_byte: int | None = None
+    end_byte: int | None = None
+
+
+class _Payload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    pass
+
+
+class ArtifactCreated(_Payload, kw_only=True):
+    artifact_id: str
+    revision_id: str
+    kind: str
+    title: str
+    media_type: str
+    blob_hash: str
+    size_bytes: int
+    provenance: dict[str, Any] = {}
+    actor: str | None = None
+
+
+class ArtifactRevised(_Payload, kw_only=True):
+    artifact_id: str
+    revision_id: str
+    revision_number: int
+    previous_revision_id: str
+    title: str
+    media_type: str
+    blob_hash: str
+    size_bytes: int
+    provenance: dict[str, Any] = {}
+    actor: str | None = None
+
+
+class ArtifactForgotten(_Payload, kw_only=True):
+    artifact_id: str
+    revision_id: str
+    reason: str
+    actor: str | None = None
+
+
+class ClaimAsserted(_Payload, kw_only=True):
+    claim_id: str
+    revision_id: str
+    claim_type: str
+    statement: str
+    evidence: list[EvidenceRef] = []
+    confidence: float | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
+    actor: str | None = None
+
+
+class ClaimRevised(_Payload, kw_only=True):
+    claim_id: str
+    revision_id: str
+    revision_number: int
+    previous_revision_id: str
+    statement: str
+    evidence: list[EvidenceRef] = []
+    confidence: float | None = None
+    actor: str | None = None
+
+
+class ClaimRetracted(_Payload, kw_only=True):
+    claim_id: str
+    revision_id: str
+    reason: str
+    actor: str | None = None
+
+
+class RelationAdded(_Payload, kw_only=True):
+    relation_id: str
+    source_type: str
+    source_id: str
+    relation: str
+    target_type: str
+    target_id: str
+    metadata: dict[str, Any] = {}
+    actor: str | None = None
+
+
+EVENT_TYPES: dict[str, type[msgspec.Struct]] = {
+    "artifact.created": ArtifactCreated,
+    "artifact.revised": ArtifactRevised,
+    "artifact.forgotten": ArtifactForgotten,
+    "claim.asserted": ClaimAsserted,
+    "claim.revised": ClaimRevised,
+    "claim.retracted": ClaimRetracted,
+    "relation.added": RelationAdded,
+}
+
+_NAME_BY_TYPE = {cls: name for name, cls in EVENT_TYPES.items()}
+
+
+def event_type_name(payload: msgspec.Struct) -> str:
+    """The stable dotted name of a payload's event type."""
+    return _NAME_BY_TYPE[type(payload)]

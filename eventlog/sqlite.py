@@ -1,0 +1,201 @@
+"""The SQLite event-log backend: WAL, ``synchronous=FULL``, ``BEGIN IMMEDIATE``, one writer.
+
+``commit_seq`` is assigned inside the append transaction as the last position plus one (an explicit
+column, never SQLite's own rowid choice), so positions are dense and follow commit order. The
+unique ``(stream_id, stream_version)`` gives optimistic concurrency; the unique namespaced
+``idempotency_key`` makes retries durable. Triggers make stored events immutable. This module is
+the one place that translates ``sqlite3`` errors into the error tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from memoree.errors import ContentTooLarge, IdempotencyConflict, InternalError, MemoreeError
+
+from .codec import GENESIS_HASH, chain_hash, decode_envelope, decode_payload, encode_event
+from .db import execute_script, sqlite3
+from .store import IdempotencyHit, LogHead, NewEvent, RawEvent, RecordedEvent, StreamVersionConflict
+
+__all__ = ["LOG_SCHEMA", "SqliteEventStore", "translate_sqlite_error"]
+
+LOG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    commit_seq      INTEGER PRIMARY KEY,
+    event_id        TEXT NOT NULL UNIQUE,
+    type            TEXT NOT NULL,
+    stream_id       TEXT NOT NULL,
+    stream_version  INTEGER NOT NULL CHECK (stream_version > 0),
+    at              TEXT NOT NULL,
+    idempotency_key TEXT UNIQUE,
+    request_digest  TEXT,
+    data            BLOB NOT NULL,
+    prev_hash       BLOB NOT NULL,
+    hash            BLOB NOT NULL,
+    UNIQUE (stream_id, stream_version)
+) STRICT;
+CREATE INDEX IF NOT EXISTS events_by_type ON events(type, commit_seq);
+CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are immutable'); END;
+CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are immutable'); END;
+"""
+
+_INSERT = (
+    "INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
+    "idempotency_key, request_digest, data, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+class SqliteEventStore:
+    """The event log in an SQLite database whose connection the projections share."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self._depth = 0
+        execute_script(conn, LOG_SCHEMA)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """One write transaction (``BEGIN IMMEDIATE``); nested use joins the outer one."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self.conn
+            finally:
+                self._depth -= 1
+            return
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc) from exc
+        self._depth = 1
+        try:
+            yield self.conn
+        except BaseException:
+            self._depth = 0
+            self.conn.execute("ROLLBACK")
+            raise
+        self._depth = 0
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise translate_sqlite_error(exc) from exc
+
+    def append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]:
+        """Append events at the next positions; must run inside ``transaction()``."""
+        if not self._depth:
+            raise InternalError("append outside a write transaction")
+        head = self.head()
+        seq, prev = head.commit_seq, head.hash
+        recorded: list[RecordedEvent] = []
+        for event in events:
+            seq += 1
+            data = encode_event(
+                commit_seq=seq, event_id=event.event_id, type=event.type,
+                stream_id=event.stream_id, stream_version=event.stream_version, at=event.at,
+                scope=event.scope, idempotency_key=event.idempotency_key,
+                request_digest=event.request_digest, payload=event.payload,
+            )
+            digest = chain_hash(prev, data)
+            try:
+                self.conn.execute(_INSERT, (
+                    seq, event.event_id, event.type, event.stream_id, event.stream_version,
+                    event.at, event.idempotency_key, event.request_digest, data, prev, digest,
+                ))
+            except sqlite3.IntegrityError as exc:
+                raise _append_conflict(exc, event) from exc
+            except sqlite3.Error as exc:
+                raise translate_sqlite_error(exc) from exc
+            recorded.append(RecordedEvent(
+                commit_seq=seq, event_id=event.event_id, type=event.type,
+                stream_id=event.stream_id, stream_version=event.stream_version, at=event.at,
+                scope=event.scope, idempotency_key=event.idempotency_key,
+                request_digest=event.request_digest, payload=event.payload, data=data,
+                prev_hash=prev, hash=digest,
+            ))
+            prev = digest
+        return recorded
+
+    def head(self) -> LogHead:
+        row = self.conn.execute(
+            "SELECT commit_seq, hash FROM events ORDER BY commit_seq DESC LIMIT 1"
+        ).fetchone()
+        return LogHead(0, GENESIS_HASH) if row is None else LogHead(row[0], bytes(row[1]))
+
+    def read(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
+        """Yield events after position ``after`` in order, decoded from their stored bytes."""
+        for raw in self._rows(after, limit):
+            envelope = decode_envelope(raw.data)
+            yield RecordedEvent(
+                commit_seq=raw.commit_seq, event_id=envelope.event_id, type=envelope.type,
+                stream_id=envelope.stream_id, stream_version=envelope.stream_version,
+                at=envelope.at, scope=envelope.scope, idempotency_key=envelope.idempotency_key,
+                request_digest=envelope.request_digest, payload=decode_payload(envelope),
+                data=raw.data, prev_hash=raw.prev_hash, hash=raw.hash,
+            )
+
+    def read_raw(self, after: int = 0, limit: int | None = None) -> Iterator[RawEvent]:
+        yield from self._rows(after, limit)
+
+    def _rows(self, after: int, limit: int | None, page: int = 2000) -> Iterator[RawEvent]:
+        remaining = limit if limit is not None else -1
+        while remaining:
+            take = page if remaining < 0 else min(page, remaining)
+            rows = self.conn.execute(
+                "SELECT commit_seq, type, data, prev_hash, hash FROM events "
+                "WHERE commit_seq > ? ORDER BY commit_seq LIMIT ?", (after, take),
+            ).fetchall()
+            for seq, type_, data, prev, digest in rows:
+                yield RawEvent(seq, type_, bytes(data), bytes(prev), bytes(digest))
+            if len(rows) < take:
+                return
+            after = rows[-1][0]
+            if remaining > 0:
+                remaining -= len(rows)
+
+    def find_idempotency_key(self, key: str) -> IdempotencyHit | None:
+        row = self.conn.execute(
+            "SELECT commit_seq, request_digest, type FROM events WHERE idempotency_key = ?", (key,)
+        ).fetchone()
+        return None if row is None else IdempotencyHit(row[0], row[1] or "", row[2])
+
+    def stream_version(self, stream_id: str) -> int:
+        row = self.conn.execute(
+            "SELECT max(stream_version) FROM events WHERE stream_id = ?", (stream_id,)
+        ).fetchone()
+        return row[0] or 0
+
+
+def _append_conflict(exc: Exception, event: NewEvent) -> MemoreeError:
+    text = str(exc)
+    if "stream_id" in text or "stream_version" in text:
+        return StreamVersionConflict(
+            f"stream {event.stream_id} already has version {event.stream_version}",
+            details={"stream_id": event.stream_id, "stream_version": event.stream_version},
+        )
+    if "idempotency_key" in text:
+        return IdempotencyConflict(
+            event.idempotency_key or "", details={"idempotency_key": event.idempotency_key}
+        )
+    return translate_sqlite_error(exc)
+
+
+def translate_sqlite_error(exc: Exception) -> MemoreeError:
+    """Map a driver error onto the error tree (disk full, busy, corruption, anything else)."""
+    text = str(exc)
+    lowered = text.lower()
+    if "disk is full" in lowered or "database or disk is full" in lowered:
+        return InternalError(f"I/O error: {text}", hint="Free disk space and retry; nothing was written.")
+    if "locked" in lowered or "busy" in lowered:
+        return InternalError(f"database error: {text}", retryable=True,
+                             hint="Another writer holds the database; retry shortly.")
+    if "too big" in lowered:
+        return ContentTooLarge(f"content exceeds the configured size limit: {text}")
+    if "malformed" in lowered or "not a database" in lowered:
+        return InternalError(f"database error: {text}", hint="Run `memoree verify`; restore from a backup if it reports damage.")
+    return InternalError(f"database error: {text}")

@@ -1,0 +1,393 @@
+"""The human command line (typer): thin wrappers that build protocol requests.
+
+Every wrapper prints the same JSON envelope ``memoree call`` would (``--pretty`` indents it) and
+exits with the error class's code. Mutation wrappers mint a fresh idempotency key per invocation
+(``auto_<request_id>``) unless ``--idempotency-key`` is given; ``memoree call`` never does.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from memoree import callcmd
+from memoree.context import MARKER_NAME, ContextResolutionError, find_marker, read_marker, resolve, task_id_for
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    help="memoree: local, event-sourced memory for AI agents.",
+    no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
+)
+artifact_app = typer.Typer(help="Store, read, revise and forget evidence artifacts.", no_args_is_help=True)
+claim_app = typer.Typer(help="Assert, read, revise and retract claims that cite evidence.", no_args_is_help=True)
+context_app = typer.Typer(help="Inspect the ambient context.", no_args_is_help=True)
+session_app = typer.Typer(help="Run commands inside a task context.", no_args_is_help=True)
+app.add_typer(artifact_app, name="artifact")
+app.add_typer(claim_app, name="claim")
+app.add_typer(context_app, name="context")
+app.add_typer(session_app, name="session")
+
+
+class Options:
+    data_dir: Optional[Path] = None
+    pretty: bool = False
+
+
+OPTIONS = Options()
+
+DataDirOption = typer.Option(None, "--data-dir", help="Data directory (default: MEMOREE_DATA_DIR, MEMOREE_HOME/data or the platform's).")
+
+
+@app.callback()
+def main(
+    data_dir: Optional[Path] = DataDirOption,
+    pretty: bool = typer.Option(False, "--pretty", help="Indent the JSON envelope."),
+) -> None:
+    """memoree: local, event-sourced memory for AI agents."""
+    OPTIONS.data_dir = data_dir
+    OPTIONS.pretty = pretty
+
+
+def _request_id() -> str:
+    from memoree.ids import new_id
+
+    return new_id("req")
+
+
+def _send(op: str, payload: dict[str, Any], *, mutation: bool = False,
+          idempotency_key: Optional[str] = None) -> None:
+    request_id = _request_id()
+    document: dict[str, Any] = {"v": 1, "request_id": request_id, "op": op, "input": payload}
+    if mutation:
+        document["idempotency_key"] = idempotency_key or f"auto_{request_id}"
+    body, exit_code = callcmd.run(json.dumps(document).encode(), OPTIONS.data_dir)
+    if OPTIONS.pretty:
+        body = json.dumps(json.loads(body), indent=2, ensure_ascii=False).encode()
+    sys.stdout.buffer.write(body + b"\n")
+    sys.stdout.flush()
+    raise typer.Exit(exit_code)
+
+
+def _drop_none(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _read_source(path: str) -> tuple[bytes, str]:
+    if path == "-":
+        return sys.stdin.buffer.read(), "stdin"
+    source = Path(path).expanduser().resolve()
+    try:
+        return source.read_bytes(), str(source)
+    except OSError as exc:
+        typer.echo(f"error: cannot read {path}: {exc.strerror}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _content(data: bytes) -> dict[str, str]:
+    try:
+        return {"type": "text", "data": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"type": "base64", "data": base64.b64encode(data).decode("ascii")}
+
+
+def _guess_media_type(path: str) -> str:
+    if path == "-":
+        return "text/plain; charset=utf-8"
+    guessed, _ = mimetypes.guess_type(path)
+    if guessed is None:
+        return "text/plain; charset=utf-8" if path.endswith((".txt", ".md", ".log")) else "application/octet-stream"
+    return f"{guessed}; charset=utf-8" if guessed.startswith("text/") else guessed
+
+
+IdemOption = typer.Option(None, "--idempotency-key", help="Logical mutation key (default: fresh per invocation).")
+
+
+@app.command()
+def call(pretty: bool = typer.Option(False, "--pretty", help="Indent the JSON envelope.")) -> None:
+    """Read one JSON request on stdin and print one JSON response envelope."""
+    argv = ["--pretty"] if pretty or OPTIONS.pretty else []
+    if OPTIONS.data_dir:
+        argv += ["--data-dir", str(OPTIONS.data_dir)]
+    raise typer.Exit(callcmd.main(argv))
+
+
+@app.command()
+def init(
+    name: Optional[str] = typer.Option(None, "--name", help="Project name recorded in the marker (default: the folder's name)."),
+    workspace: Optional[str] = typer.Option(None, "--workspace", help="Join an existing workspace id instead of creating one."),
+    directory: Path = typer.Option(Path("."), "--directory", help="Folder that gets the marker."),
+) -> None:
+    """Create a .memoree.toml marker that gives this folder tree its own project context."""
+    from memoree.ids import new_id
+
+    folder = directory.expanduser().resolve()
+    marker = folder / MARKER_NAME
+    workspace_id = workspace or new_id("wsp")
+    project_id = new_id("prj")
+    project_name = name or folder.name
+    text = (
+        "# memoree project marker: commands run below this folder share this context.\n"
+        f"schema = 1\nworkspace_id = {json.dumps(workspace_id)}\nproject_id = {json.dumps(project_id)}\n"
+        f"name = {json.dumps(project_name)}\npins = []\n"
+    )
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        _print_json({"ok": False, "error": {"code": "CONFIG_ERROR", "message": f"configuration error: {marker} already exists; it is never overwritten", "retryable": False, "details": None}})
+        raise typer.Exit(2) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    _print_json({"ok": True, "result": {"marker": str(marker), "workspace_id": workspace_id,
+                                        "project_id": project_id, "name": project_name}})
+
+
+def _print_json(document: dict[str, Any]) -> None:
+    indent = 2 if OPTIONS.pretty else None
+    separators = None if indent else (",", ":")
+    typer.echo(json.dumps(document, indent=indent, separators=separators, ensure_ascii=False))
+
+
+@context_app.command("show")
+def context_show() -> None:
+    """Show the ambient context this folder resolves to, and where it came from."""
+    try:
+        resolved = resolve()
+    except ContextResolutionError as exc:
+        _print_json({"ok": False, "error": {"code": "CONFIG_ERROR", "message": str(exc), "retryable": False, "details": None}})
+        raise typer.Exit(2) from None
+    if resolved is None:
+        _print_json({"ok": True, "result": {"resolved": False}})
+        raise typer.Exit(5)
+    context, source = resolved
+    _print_json({"ok": True, "result": {"resolved": True, "resolved_from": source, "context": context}})
+
+
+@session_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def session_exec(
+    ctx: typer.Context,
+    task: str = typer.Option(..., "--task", help="Task name; its id is derived from the project and the name."),
+) -> None:
+    """Run a command with MEMOREE_CONTEXT set to this project's context plus a task."""
+    command = [arg for arg in ctx.args if arg != "--"] if ctx.args[:1] == ["--"] else list(ctx.args)
+    if not command:
+        typer.echo("error: give the command after --, e.g. memoree session exec --task T -- memoree call", err=True)
+        raise typer.Exit(2)
+    marker = find_marker(Path.cwd())
+    if marker is None:
+        typer.echo("error: no .memoree.toml here or above; run `memoree init` first", err=True)
+        raise typer.Exit(5)
+    try:
+        document = read_marker(marker)
+    except ContextResolutionError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    context = {
+        "workspace_id": document["workspace_id"], "project_id": document["project_id"],
+        "task_id": task_id_for(document["workspace_id"], document["project_id"], task),
+        "pins": document.get("pins", []),
+    }
+    env = {**os.environ, "MEMOREE_CONTEXT": json.dumps(context)}
+    if OPTIONS.data_dir:
+        env["MEMOREE_DATA_DIR"] = str(OPTIONS.data_dir)
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as exc:
+        typer.echo(f"error: cannot run {command[0]}: {exc.strerror}", err=True)
+        raise typer.Exit(127) from None
+
+
+@app.command()
+def capabilities() -> None:
+    """Print the running implementation's operations and limits."""
+    _send("capabilities", {})
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema bundle of every request, input and result."""
+    _send("schema", {})
+
+
+@app.command()
+def instructions(fmt: str = typer.Option("markdown", "--format", help="markdown, json, agents-md or claude-md")) -> None:
+    """Print instructions for agents using memoree."""
+    _send("instructions", {"format": fmt})
+
+
+@app.command()
+def reindex(
+    projection: Optional[list[str]] = typer.Option(None, "--projection", help="Rebuild only this projection (repeatable)."),
+) -> None:
+    """Drop projections and rebuild them by replaying the event log."""
+    from memoree.engine import Engine
+    from memoree.errors import MemoreeError
+    from memoree.paths import data_dir
+
+    try:
+        engine = Engine(OPTIONS.data_dir or data_dir())
+        try:
+            report = engine.reindex(projection)
+        finally:
+            engine.close()
+    except MemoreeError as exc:
+        _print_json({"ok": False, "error": exc.to_body()})
+        raise typer.Exit(exc.exit_code) from None
+    _print_json({"ok": True, "result": report})
+
+
+@artifact_app.command("put")
+def artifact_put(
+    path: str = typer.Argument(..., help="File to store, or - for stdin."),
+    kind: str = typer.Option("document", "--kind", help="Free-form kind, e.g. decision, runbook."),
+    title: Optional[str] = typer.Option(None, "--title", help="Title (default: the source path or 'stdin')."),
+    media_type: Optional[str] = typer.Option(None, "--media-type", help="Media type (default: guessed)."),
+    idempotency_key: Optional[str] = IdemOption,
+) -> None:
+    """Store a file (or stdin) as a new artifact."""
+    data, source = _read_source(path)
+    _send("artifact.put", {
+        "kind": kind, "title": title or source, "media_type": media_type or _guess_media_type(path),
+        "content": _content(data), "provenance": {"source": source},
+    }, mutation=True, idempotency_key=idempotency_key)
+
+
+@artifact_app.command("get")
+def artifact_get(
+    artifact_id: str,
+    revision: Optional[str] = typer.Option(None, "--revision", help="Exact revision id."),
+    metadata_only: bool = typer.Option(False, "--metadata-only", help="Omit the content."),
+) -> None:
+    """Read an artifact (its current revision unless --revision)."""
+    _send("artifact.get", _drop_none(artifact_id=artifact_id, revision_id=revision,
+                                      include_content=not metadata_only))
+
+
+@artifact_app.command("revise")
+def artifact_revise(
+    artifact_id: str,
+    path: str = typer.Argument(..., help="File with the new content, or - for stdin."),
+    if_revision: str = typer.Option(..., "--if-revision", help="The revision you read (optimistic concurrency)."),
+    title: Optional[str] = typer.Option(None, "--title"),
+    media_type: Optional[str] = typer.Option(None, "--media-type", help="Default: keep the previous one."),
+    idempotency_key: Optional[str] = IdemOption,
+) -> None:
+    """Add a new immutable revision to an artifact."""
+    data, source = _read_source(path)
+    _send("artifact.revise", _drop_none(
+        artifact_id=artifact_id, if_revision=if_revision, title=title, media_type=media_type,
+        content=_content(data), provenance={"source": source},
+    ), mutation=True, idempotency_key=idempotency_key)
+
+
+@artifact_app.command("history")
+def artifact_history(
+    artifact_id: str,
+    limit: int = typer.Option(50, "--limit"),
+    before_revision_number: Optional[int] = typer.Option(None, "--before-revision-number"),
+) -> None:
+    """List an artifact's revisions, newest first."""
+    _send("artifact.history", _drop_none(artifact_id=artifact_id, limit=limit,
+                                          before_revision_number=before_revision_number))
+
+
+@artifact_app.command("forget")
+def artifact_forget(
+    artifact_id: str,
+    reason: str = typer.Option(..., "--reason", help="Why (required, kept in the log)."),
+    idempotency_key: Optional[str] = IdemOption,
+) -> None:
+    """Tombstone an artifact: it leaves retrieval; exact reads still work."""
+    _send("artifact.forget", {"artifact_id": artifact_id, "reason": reason}, mutation=True,
+          idempotency_key=idempotency_key)
+
+
+def _parse_evidence(values: Optional[list[str]]) -> list[dict[str, Any]]:
+    evidence = []
+    for value in values or []:
+        locator, _, span = value.partition("#")
+        artifact_id, sep, revision_id = locator.partition("@")
+        if not sep:
+            typer.echo(f"error: evidence must look like ART@REV[#START-END], got {value!r}", err=True)
+            raise typer.Exit(2)
+        item: dict[str, Any] = {"artifact_id": artifact_id, "revision_id": revision_id}
+        if span:
+            start, dash, end = span.partition("-")
+            if not (dash and start.isdigit() and end.isdigit()):
+                typer.echo(f"error: evidence span must be START-END, got {span!r}", err=True)
+                raise typer.Exit(2)
+            item.update(start_byte=int(start), end_byte=int(end))
+        evidence.append(item)
+    return evidence
+
+
+EvidenceOption = typer.Option(None, "--evidence", help="ART_ID@REV_ID[#START-END] (repeatable).")
+
+
+@claim_app.command("assert")
+def claim_assert(
+    claim_type: str = typer.Argument(..., help="fact, decision, constraint, preference, procedure or observation"),
+    statement: list[str] = typer.Argument(..., help="The statement."),
+    confidence: Optional[float] = typer.Option(None, "--confidence"),
+    evidence: Optional[list[str]] = EvidenceOption,
+    valid_from: Optional[str] = typer.Option(None, "--valid-from", help="RFC 3339 (inclusive)."),
+    valid_until: Optional[str] = typer.Option(None, "--valid-until", help="RFC 3339 (exclusive)."),
+    idempotency_key: Optional[str] = IdemOption,
+) -> None:
+    """Assert a claim, citing evidence."""
+    _send("claim.assert", _drop_none(
+        claim_type=claim_type, statement=" ".join(statement), confidence=confidence,
+        evidence=_parse_evidence(evidence), valid_from=valid_from, valid_until=valid_until,
+        actor=os.environ.get("MEMOREE_ACTOR") or None,
+    ), mutation=True, idempotency_key=idempotency_key)
+
+
+@claim_app.command("get")
+def claim_get(claim_id: str, revision: Optional[str] = typer.Option(None, "--revision")) -> None:
+    """Read a claim (its current revision unless --revision)."""
+    _send("claim.get", _drop_none(claim_id=claim_id, revision_id=revision))
+
+
+@claim_app.command("history")
+def claim_history(
+    claim_id: str,
+    limit: int = typer.Option(50, "--limit"),
+    before_revision_number: Optional[int] = typer.Option(None, "--before-revision-number"),
+) -> None:
+    """List a claim's revisions, newest first."""
+    _send("claim.history", _drop_none(claim_id=claim_id, limit=limit,
+                                       before_revision_number=before_revision_number))
+
+
+@claim_app.command("revise")
+def claim_revise(
+    claim_id: str,
+    statement: list[str] = typer.Argument(..., help="The new statement."),
+    if_revision: str = typer.Option(..., "--if-revision"),
+    confidence: Optional[float] = typer.Option(None, "--confidence"),
+    evidence: Optional[list[str]] = EvidenceOption,
+    idempotency_key: Optional[str] = IdemOption,
+) -> None:
+    """Revise a claim (evidence and confidence are replaced, not merged)."""
+    _send("claim.revise", _drop_none(
+        claim_id=claim_id, if_revision=if_revision, statement=" ".join(statement),
+        confidence=confidence, evidence=_parse_evidence(evidence),
+    ), mutation=True, idempotency_key=idempotency_key)
+
+
+@claim_app.command("retract")
+def claim_retract(
+    claim_id: str,
+    reason: str = typer.Option(..., "--reason"),
+    idempotency_key: Optional[str] = IdemOption,
+) -> None:
+    """Retract a claim; its history stays."""
+    _send("claim.retract", {"claim_id": claim_id, "reason": reason}, mutation=True,
+          idempotency_key=idempotency_key)

@@ -1,0 +1,42 @@
+"""Read-side dispatch: which query answers each non-mutating op.
+
+Each reader takes the request and its typed input and returns a result the envelope encodes.
+Modules that add ops later register their readers here too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoree.queries import entities
+
+__all__ = ["install"]
+
+
+def install(service: Any) -> None:
+    """Register the built-in readers on a service."""
+    from memoree import discovery
+
+    engine = lambda: service.engine  # noqa: E731 - the store opens lazily, on first read
+    service.readers.update({
+        "context.resolve": lambda request, inp: {"resolved": True, "context": _resolved(request)},
+        "capabilities": lambda request, inp: discovery.capabilities(service),
+        "instructions": lambda request, inp: discovery.instructions(inp.format),
+        "schema": lambda request, inp: discovery.schema_bundle(),
+        "artifact.get": lambda request, inp: entities.artifact_get(engine().conn, engine().cas, inp),
+        "artifact.history": lambda request, inp: entities.artifact_history(engine().conn, inp),
+        "claim.get": lambda request, inp: entities.claim_get(engine().conn, inp),
+        "claim.history": lambda request, inp: entities.claim_history(engine().conn, inp),
+    })
+
+
+def _resolved(request: Any) -> dict[str, Any]:
+    ctx = request.context
+    document: dict[str, Any] = {"workspace_id": ctx.workspace_id, "project_id": ctx.project_id}
+    if ctx.task_id is not None:
+        document["task_id"] = ctx.task_id
+    if ctx.component is not None:
+        document["component"] = ctx.component
+    document["pins"] = list(ctx.pins)
+    document["resolved_from"] = "explicit" if request.context_source == "none" else request.context_source
+    return document

@@ -1,0 +1,115 @@
+"""One open store: the data directory, its SQLite file, the log, the CAS and the projections.
+
+Opening a store makes the data directory private (0700; a looser pre-existing one is tightened
+with a warning), opens the database (0600) in WAL mode with ``synchronous=FULL``, creates missing
+tables, rebuilds any projection whose code version changed and catches every projection up to the
+log's head. ``reindex`` drops projections and replays the log into them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from memoree.commands.handler import CommandHandler
+from memoree.errors import ConfigError, InvalidRequest
+from memoree.eventlog.cas import ContentStore
+from memoree.eventlog.db import connect
+from memoree.eventlog.sqlite import SqliteEventStore
+from memoree.eventlog.timefmt import now_utc
+from memoree.ids import new_id
+from memoree.projections import sync_projectors
+from memoree.projections.base import Projector, apply_events, checkpoints, ensure_projectors, rebuild
+
+__all__ = ["DB_FILENAME", "Engine", "prepare_data_dir"]
+
+DB_FILENAME = "memoree.sqlite3"
+
+
+def prepare_data_dir(path: Path) -> list[str]:
+    """Create ``path`` owner-only, or tighten an existing one; return warnings to log."""
+    warnings = []
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise ConfigError(f"data dir {path} is not a directory")
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        os.chmod(path, 0o700)
+        warnings.append(f"data dir {path} was accessible to other users (mode {mode:o}); set to 0700")
+    return warnings
+
+
+class Engine:
+    """The store behind the service: one writer connection and everything that shares it."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        clock: Callable[[], str] = now_utc,
+        id_factory: Callable[[str], str] = new_id,
+        synchronous: str = "FULL",
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.warnings = prepare_data_dir(self.data_dir)
+        db_path = self.data_dir / DB_FILENAME
+        fresh = not db_path.exists()
+        if fresh:
+            os.close(os.open(db_path, os.O_CREAT | os.O_WRONLY, 0o600))
+        self.conn = connect(db_path, synchronous=synchronous)
+        self.log = SqliteEventStore(self.conn)
+        self.cas = ContentStore(self.conn, self.data_dir / "blobs")
+        self.projectors: list[Projector] = sync_projectors()
+        self.handler = CommandHandler(self.log, self.cas, self.projectors, clock=clock, new_id=id_factory)
+        self._bring_projections_up_to_date()
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / DB_FILENAME
+
+    def projector_names(self) -> list[str]:
+        return [p.name for p in self.projectors]
+
+    def reindex(self, names: Sequence[str] | None = None,
+                progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Drop the named projections (default: all) and rebuild them from the log."""
+        chosen = self._select(names)
+        with self.log.transaction() as conn:
+            count = rebuild(conn, self.log.read(), chosen, progress=progress)
+        return {"projections": [p.name for p in chosen], "events_replayed": count,
+                "commit_seq": self.log.head().commit_seq}
+
+    def head(self) -> int:
+        return self.log.head().commit_seq
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _select(self, names: Sequence[str] | None) -> list[Projector]:
+        if not names:
+            return list(self.projectors)
+        known = {p.name: p for p in self.projectors}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise InvalidRequest(f"unknown projection {', '.join(unknown)}; known: {', '.join(known)}")
+        # Later projectors read earlier ones (idempotency reads entities): rebuild dependents too.
+        first = min(self.projectors.index(known[n]) for n in names)
+        return self.projectors[first:]
+
+    def _bring_projections_up_to_date(self) -> None:
+        with self.log.transaction() as conn:
+            stale = ensure_projectors(conn, self.projectors)
+            if stale:
+                first = min(self.projectors.index(p) for p in stale)
+                rebuild(conn, self.log.read(), self.projectors[first:])
+            head = self.log.head().commit_seq
+            positions = {name: pos for name, (_, pos) in checkpoints(conn).items()}
+            behind = min(positions.get(p.name, 0) for p in self.projectors)
+            if behind < head:
+                if len({positions.get(p.name, 0) for p in self.projectors}) != 1:
+                    rebuild(conn, self.log.read(), self.projectors)
+                else:
+                    apply_events(conn, self.projectors, list(self.log.read(after=behind)))

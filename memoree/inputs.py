@@ -1,0 +1,191 @@
+"""Typed inputs of every protocol operation, and the byte-bound checks msgspec cannot express.
+
+Every input Struct forbids unknown fields at every level. ``check_*`` helpers enforce the
+protocol's UTF-8 byte bounds and non-empty-after-trim rules and raise ``InvalidRequest`` with a
+message that names the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from memoree import limits
+from memoree.errors import InvalidRequest
+
+__all__ = [
+    "ArtifactForgetInput",
+    "ArtifactGetInput",
+    "ArtifactHistoryInput",
+    "ArtifactPutInput",
+    "ArtifactReviseInput",
+    "Base64ContentIn",
+    "ClaimAssertInput",
+    "ClaimGetInput",
+    "ClaimHistoryInput",
+    "ClaimRetractInput",
+    "ClaimReviseInput",
+    "ClaimType",
+    "EmptyInput",
+    "EvidenceLocator",
+    "InstructionsInput",
+    "TextContentIn",
+    "check_id",
+    "check_optional_text",
+    "check_text",
+]
+
+ClaimType = Literal["fact", "decision", "constraint", "preference", "procedure", "observation"]
+DEFAULT_MEDIA_TYPE = "text/plain; charset=utf-8"
+
+
+class _Input(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class EmptyInput(_Input, kw_only=True):
+    """Operations that take no input still require an empty object."""
+
+
+class TextContentIn(msgspec.Struct, tag="text", tag_field="type", forbid_unknown_fields=True):
+    data: str
+
+
+class Base64ContentIn(msgspec.Struct, tag="base64", tag_field="type", forbid_unknown_fields=True):
+    data: str
+
+
+ArtifactContent = TextContentIn | Base64ContentIn
+
+
+class EvidenceLocator(_Input, kw_only=True):
+    artifact_id: str
+    revision_id: str
+    start_byte: int | None = None
+    end_byte: int | None = None
+
+
+class InstructionsInput(_Input, kw_only=True):
+    format: Literal["markdown", "json", "agents-md", "claude-md"] = "markdown"
+
+
+class ArtifactPutInput(_Input, kw_only=True):
+    kind: str
+    title: str
+    media_type: str = DEFAULT_MEDIA_TYPE
+    content: ArtifactContent
+    provenance: dict[str, Any] = {}
+    actor: str | None = None
+
+
+class ArtifactGetInput(_Input, kw_only=True):
+    artifact_id: str
+    revision_id: str | None = None
+    include_content: bool = True
+
+
+class ArtifactReviseInput(_Input, kw_only=True):
+    artifact_id: str
+    if_revision: str
+    title: str | None = None
+    media_type: str | None = None
+    content: ArtifactContent
+    provenance: dict[str, Any] = {}
+    actor: str | None = None
+
+
+class ArtifactHistoryInput(_Input, kw_only=True):
+    artifact_id: str
+    limit: int = limits.DEFAULT_HISTORY_ITEMS
+    before_revision_number: int | None = None
+
+
+class ArtifactForgetInput(_Input, kw_only=True):
+    artifact_id: str
+    reason: str
+    actor: str | None = None
+
+
+class ClaimAssertInput(_Input, kw_only=True):
+    claim_type: ClaimType
+    statement: str
+    confidence: float | None = None
+    evidence: list[EvidenceLocator] = []
+    valid_from: str | None = None
+    valid_until: str | None = None
+    actor: str | None = None
+
+
+class ClaimGetInput(_Input, kw_only=True):
+    claim_id: str
+    revision_id: str | None = None
+
+
+class ClaimHistoryInput(_Input, kw_only=True):
+    claim_id: str
+    limit: int = limits.DEFAULT_HISTORY_ITEMS
+    before_revision_number: int | None = None
+
+
+class ClaimReviseInput(_Input, kw_only=True):
+    claim_id: str
+    if_revision: str
+    statement: str
+    confidence: float | None = None
+    evidence: list[EvidenceLocator] = []
+    actor: str | None = None
+
+
+class ClaimRetractInput(_Input, kw_only=True):
+    claim_id: str
+    reason: str
+    actor: str | None = None
+
+
+def utf8_len(text: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidRequest("text must be valid Unicode (lone surrogates are not allowed)") from None
+
+
+def check_text(name: str, value: str, max_bytes: int) -> str:
+    """A required string: non-empty after trimming and at most ``max_bytes`` UTF-8 bytes."""
+    if not value.strip():
+        raise InvalidRequest(f"{name} must not be empty")
+    size = utf8_len(value)
+    if size > max_bytes:
+        raise InvalidRequest(f"{name} must not exceed {max_bytes} bytes (got {size})")
+    return value
+
+
+def check_optional_text(name: str, value: str | None, max_bytes: int) -> str | None:
+    return None if value is None else check_text(name, value, max_bytes)
+
+
+def check_id(name: str, value: str) -> str:
+    """An opaque identifier: non-empty, bounded, no control characters."""
+    check_text(name, value, limits.MAX_ENTITY_ID_BYTES)
+    if any(ord(ch) < 0x20 or ch == "\x7f" for ch in value) or value != value.strip():
+        raise InvalidRequest(f"{name} is not a valid identifier")
+    return value
+
+
+def check_json_object(name: str, value: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    size = len(msgspec.json.encode(value))
+    if size > max_bytes:
+        raise InvalidRequest(f"{name} must not exceed {max_bytes} bytes as serialized JSON (got {size})")
+    return value
+
+
+def check_limit(name: str, value: int, maximum: int, minimum: int = 1) -> int:
+    if not minimum <= value <= maximum:
+        raise InvalidRequest(f"{name} must be between {minimum} and {maximum}")
+    return value
+
+
+def check_cursor(name: str, value: int | None) -> int | None:
+    if value is not None and value <= 0:
+        raise InvalidRequest(f"{name} must be greater than 0")
+    return value

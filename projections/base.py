@@ -1,0 +1,135 @@
+"""The projector contract and the runner that applies events with their checkpoints.
+
+A projector has a ``name``, a ``version``, the DDL of the tables it owns and ``apply(conn,
+event)``. It is a pure function of the log: every id or time it writes derives from the event
+(its ``commit_seq``, ids recorded in its payload, its ``at``), never from the clock or a fresh
+id, so a rebuild reproduces the same rows. The runner advances each projector's checkpoint in the
+same transaction as the rows it covers and refuses a gap: a missing position is corruption, not
+something to wait for. A version change rebuilds that projector from the log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, Protocol
+
+from memoree.errors import IntegrityError
+from memoree.eventlog.db import execute_script
+from memoree.eventlog.store import RecordedEvent
+
+__all__ = [
+    "CHECKPOINT_SCHEMA",
+    "Projector",
+    "apply_events",
+    "checkpoints",
+    "ensure_projectors",
+    "rebuild",
+]
+
+CHECKPOINT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS projector_checkpoints (
+    name     TEXT PRIMARY KEY,
+    version  INTEGER NOT NULL,
+    position INTEGER NOT NULL
+) STRICT;
+"""
+
+
+class Projector(Protocol):
+    name: ClassVar[str]
+    version: ClassVar[int]
+    schema: ClassVar[str]
+
+    def apply(self, conn: Any, event: RecordedEvent) -> None: ...
+
+
+def owned_tables(projector: Projector) -> list[str]:
+    """Tables (and virtual tables) that a projector's DDL creates, in creation order."""
+    return re.findall(r"CREATE (?:VIRTUAL )?TABLE IF NOT EXISTS (\w+)", projector.schema)
+
+
+def checkpoints(conn: Any) -> dict[str, tuple[int, int]]:
+    """``name -> (version, position)`` for every projector that has run."""
+    rows = conn.execute("SELECT name, version, position FROM projector_checkpoints").fetchall()
+    return {name: (version, position) for name, version, position in rows}
+
+
+def ensure_projectors(conn: Any, projectors: Sequence[Projector]) -> list[Projector]:
+    """Create missing projection tables; return projectors whose stored version is stale."""
+    execute_script(conn, CHECKPOINT_SCHEMA)
+    known = checkpoints(conn)
+    stale = []
+    for projector in projectors:
+        execute_script(conn, projector.schema)
+        state = known.get(projector.name)
+        if state is None:
+            conn.execute(
+                "INSERT INTO projector_checkpoints (name, version, position) VALUES (?, ?, 0)",
+                (projector.name, projector.version),
+            )
+            stale.append(projector)
+        elif state[0] != projector.version:
+            stale.append(projector)
+    return stale
+
+
+def apply_events(conn: Any, projectors: Sequence[Projector], events: Sequence[RecordedEvent]) -> None:
+    """Apply events to every projector and advance their checkpoints, refusing any gap."""
+    if not events:
+        return
+    for event in events:
+        for projector in projectors:
+            projector.apply(conn, event)
+    first, last = events[0].commit_seq, events[-1].commit_seq
+    names = [p.name for p in projectors]
+    marks = ",".join("?" * len(names))
+    moved = conn.execute(
+        f"UPDATE projector_checkpoints SET position = ? WHERE position = ? AND name IN ({marks})",
+        (last, first - 1, *names),
+    ).rowcount
+    if moved != len(names):
+        raise IntegrityError(
+            f"projection checkpoint gap before commit_seq {first}",
+            details={"commit_seq": first}, hint="Run `memoree reindex` to rebuild the projections.",
+        )
+
+
+def reset(conn: Any, projector: Projector) -> None:
+    """Drop a projector's tables, recreate them empty and zero its checkpoint."""
+    for table in reversed(owned_tables(projector)):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    execute_script(conn, projector.schema)
+    conn.execute(
+        "INSERT INTO projector_checkpoints (name, version, position) VALUES (?, ?, 0) "
+        "ON CONFLICT(name) DO UPDATE SET version = excluded.version, position = 0",
+        (projector.name, projector.version),
+    )
+
+
+def rebuild(
+    conn: Any,
+    events: Iterable[RecordedEvent],
+    projectors: Sequence[Projector],
+    *,
+    batch: int = 1000,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Reset ``projectors`` and replay ``events`` into them; the caller holds the transaction."""
+    for projector in projectors:
+        reset(conn, projector)
+    pending: list[RecordedEvent] = []
+    count = 0
+    for event in events:
+        pending.append(event)
+        if len(pending) >= batch:
+            apply_events(conn, projectors, pending)
+            count += len(pending)
+            pending.clear()
+            if progress:
+                progress(count)
+    apply_events(conn, projectors, pending)
+    count += len(pending)
+    if progress:
+        progress(count)
+    return count
