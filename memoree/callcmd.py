@@ -50,6 +50,8 @@ def prepare(raw: bytes) -> tuple[bytes, str] | tuple[bytes, int]:
 
     try:
         document = json.loads(raw)
+    except RecursionError:
+        return _error("req_cli", "INVALID_REQUEST", "invalid request: JSON nests too deeply", 2)
     except (ValueError, UnicodeDecodeError) as exc:
         return _error("req_cli", "INVALID_REQUEST", f"invalid request: stdin is not one JSON request: {exc}", 2)
     if not isinstance(document, dict):

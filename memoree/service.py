@@ -80,6 +80,9 @@ class Service:
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
             return self._failure(_salvage_request_id(raw, fallback_request_id),
                                  InvalidRequest(f"malformed request: {exc}"))
+        except RecursionError:
+            return self._failure(fallback_request_id,
+                                 InvalidRequest("malformed request: JSON nests too deeply"))
         return self.handle(request)
 
     def handle(self, request: Request) -> Reply:
@@ -159,6 +162,8 @@ def decode_input(spec: OpSpec, raw: msgspec.Raw) -> Any:
         return msgspec.json.decode(raw, type=spec.input_type)
     except msgspec.ValidationError as exc:
         raise InvalidRequest(f"invalid input for {spec.name}: {exc}") from None
+    except RecursionError:
+        raise InvalidRequest(f"invalid input for {spec.name}: JSON nests too deeply") from None
     except msgspec.DecodeError as exc:  # pragma: no cover - the envelope decode already parsed it
         raise InvalidRequest(f"invalid input for {spec.name}: {exc}") from None
 
@@ -191,7 +196,7 @@ def _salvage_request_id(raw: bytes, fallback: str) -> str:
     """The caller's request_id when the frame is a JSON object carrying a sane one."""
     try:
         document = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return fallback
     if isinstance(document, dict):
         candidate = document.get("request_id")

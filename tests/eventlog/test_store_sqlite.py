@@ -1,0 +1,56 @@
+"""The SQLite event store passes the shared contract and keeps its own promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoree.eventlog.db import connect, features, sqlite3
+from memoree.eventlog.sqlite import SqliteEventStore
+from tests.contracts.event_store_contract import EventStoreContract, append_one, new_event
+
+
+def _write_many(path: str, worker: int, count: int) -> None:
+    store = SqliteEventStore(connect(path))
+    for version in range(1, count + 1):
+        append_one(store, new_event(f"w{worker}", version, version))
+
+
+class TestSqliteEventStore(EventStoreContract):
+    writer_process_target = staticmethod(_write_many)
+
+    def make_store(self, tmp_path: Path) -> Any:
+        store = SqliteEventStore(connect(tmp_path / "log.sqlite3"))
+        store.path = str(tmp_path / "log.sqlite3")
+        return store
+
+    def open_again(self, store: Any) -> Any:
+        return SqliteEventStore(connect(store.path))
+
+    def spawn_writer_args(self, store: Any) -> tuple[Any, ...]:
+        return (store.path,)
+
+
+class TestSqliteSpecifics:
+    def test_stored_events_are_immutable(self, tmp_path: Path) -> None:
+        """UPDATE and DELETE on the events table abort."""
+        store = SqliteEventStore(connect(tmp_path / "log.sqlite3"))
+        append_one(store, new_event("a", 1, 0))
+        for sql in ("UPDATE events SET type = 'x'", "DELETE FROM events"):
+            with pytest.raises(sqlite3.IntegrityError):
+                store.conn.execute(sql)
+
+    def test_connection_is_wal_with_full_sync(self, tmp_path: Path) -> None:
+        """Connections run in WAL mode with synchronous=FULL and foreign keys on."""
+        conn = connect(tmp_path / "x.sqlite3")
+        assert "wal" == conn.execute("PRAGMA journal_mode").fetchone()[0]
+        assert 2 == conn.execute("PRAGMA synchronous").fetchone()[0]
+        assert 1 == conn.execute("PRAGMA foreign_keys").fetchone()[0]
+
+    def test_features_are_detected(self) -> None:
+        """The driver reports FTS5 and trigram support rather than assuming them."""
+        feats = features()
+        assert feats.fts5 and feats.trigram
+        assert isinstance(feats.trigram_remove_diacritics, bool)
