@@ -1,0 +1,13 @@
+"""The benchmarks run end to end in quick mode, so they cannot rot (no timing is asserted)."""
+
+from __future__ import annotations
+
+from tools.bench import put
+
+
+class TestBenchSmoke:
+    def test_put_benchmark_runs_and_reports_every_row(self, capsys: object) -> None:
+        """The put benchmark prints a row per measurement with positive figures."""
+        rows = put.main(["--quick"])
+        assert 4 == len(rows)
+        assert all(row.ours > 0 and row.baseline > 0 for row in rows)
