@@ -5,7 +5,9 @@ state the decider needs, check existence and write scope, replay an identical ea
 refuse a conflicting one, call the pure decider, store content bytes, append the event, apply the
 synchronous projectors and their checkpoints, read back the recorded result, commit. The spec's
 check order lives here: existence and scope before the replay; revision and lifecycle checks (in
-the deciders) after it, so retrying an applied revise replays its success.
+the deciders) after it, so retrying an applied revise replays its success. A decider may answer
+``NoOp`` instead of events (an identical relation edge): nothing is appended, and the key is
+recorded in the log's no-op table, pointing at the existing row's ``commit_seq``.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from memoree.eventlog.events import Scope, event_type_name
 from memoree.eventlog.store import NewEvent
 from memoree.projections.base import Projector, apply_events
 from memoree.projections.idempotency import stored_result
+from memoree.queries.relations import find_edge
 from memoree.scope import require_write_scope
 
-from . import artifacts, claims
+from . import artifacts, claims, relations
 from .context import DecideContext, Decision
 from .loaders import load_artifact, load_claim, load_revision_sizes
+from .relations import NoOp
 from .state import BlobRef
 
 __all__ = ["COMMANDS", "Command", "CommandHandler", "Outcome"]
@@ -39,7 +43,7 @@ class Command:
     prepare: Callable[[Any], Any]
     load: Callable[[Any, Any, Any], Any]
     authorize: Callable[[Any, Any, Scope], None]
-    decide: Callable[[Any, Any, Any, DecideContext], list[Decision]]
+    decide: Callable[[Any, Any, Any, DecideContext], list[Decision] | NoOp]
     blob: Callable[[Any], BlobRef | None] = lambda prepared: None
 
 
@@ -72,6 +76,19 @@ def _evidence_pairs(inp: Any) -> list[tuple[str, str]]:
 
 def _load_claim_and_evidence(conn: Any, inp: Any, _: Any) -> tuple[Any, Any]:
     return load_claim(conn, inp.claim_id), load_revision_sizes(conn, _evidence_pairs(inp))
+
+
+def _load_endpoint(conn: Any, entity_type: str, entity_id: str) -> Any:
+    return load_artifact(conn, entity_id) if entity_type == "artifact" else load_claim(conn, entity_id)
+
+
+def _load_relate(conn: Any, inp: Any, _: Any) -> relations.RelateState:
+    return relations.RelateState(
+        source=_load_endpoint(conn, inp.source_type, inp.source_id),
+        target=_load_endpoint(conn, inp.target_type, inp.target_id),
+        existing=find_edge(conn, inp.source_type, inp.source_id, inp.relation, inp.target_type,
+                           inp.target_id),
+    )
 
 
 COMMANDS: dict[str, Command] = {
@@ -110,6 +127,10 @@ COMMANDS: dict[str, Command] = {
         authorize=_claim_target,
         decide=lambda state, inp, _, ctx: claims.decide_retract(state, inp, ctx),
     ),
+    "relation.put": Command(
+        prepare=relations.prepare_relate, load=_load_relate, authorize=relations.authorize_relate,
+        decide=lambda state, inp, _, ctx: relations.decide_relate(state, inp, ctx),
+    ),
 }
 
 
@@ -147,6 +168,8 @@ class CommandHandler:
                 return replay
             ctx = DecideContext(now=self.clock(), new_id=self.new_id, scope=scope)
             decisions = command.decide(state, inp, prepared, ctx)
+            if isinstance(decisions, NoOp):
+                return self._record_noop(op, decisions, idempotency_key, request_digest, ctx.now)
             blob = command.blob(prepared)
             if blob is not None:
                 self.cas.put(blob.data, blob.blob_hash)
@@ -165,9 +188,15 @@ class CommandHandler:
             raise InternalError("the mutation committed but its result was not recorded")
         return Outcome(commit_seq=recorded[2], result_json=recorded[3], replayed=False)
 
+    def _record_noop(self, op: str, noop: NoOp, key: str, digest: str, at: str) -> Outcome:
+        """Record the key of a mutation that commits nothing, pointing at the existing row."""
+        result_json = msgspec.json.encode(noop.result)
+        self.log.record_noop(key, digest, op, noop.commit_seq, result_json, at)
+        return Outcome(commit_seq=noop.commit_seq, result_json=result_json, replayed=False)
+
     def replay(self, conn: Any, key: str, digest: str) -> Outcome | None:
         """The earlier outcome for an identical request under ``key``; a conflict for another."""
-        recorded = stored_result(conn, key)
+        recorded = stored_result(conn, key) or self.log.find_noop(key)
         if recorded is None:
             return None
         stored_digest, _, commit_seq, result_json = recorded

@@ -41,6 +41,20 @@ CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'events are immutable'); END;
 CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
     BEGIN SELECT RAISE(ABORT, 'events are immutable'); END;
+-- No-op outcomes (e.g. an identical relation edge) commit no event but still record their key:
+-- an authoritative, append-only record beside the log, never a projection (reindex keeps it).
+CREATE TABLE IF NOT EXISTS idempotency_noops (
+    key            TEXT PRIMARY KEY,
+    request_digest TEXT NOT NULL,
+    operation      TEXT NOT NULL,
+    commit_seq     INTEGER NOT NULL REFERENCES events(commit_seq),
+    result_json    BLOB NOT NULL,
+    recorded_at    TEXT NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS idempotency_noops_no_update BEFORE UPDATE ON idempotency_noops
+    BEGIN SELECT RAISE(ABORT, 'no-op idempotency records are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS idempotency_noops_no_delete BEFORE DELETE ON idempotency_noops
+    BEGIN SELECT RAISE(ABORT, 'no-op idempotency records are append-only'); END;
 """
 
 _INSERT = (
@@ -59,13 +73,14 @@ class SqliteEventStore:
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
-        """One write transaction (``BEGIN IMMEDIATE``); nested use joins the outer one."""
+        """One write transaction (``BEGIN IMMEDIATE``).
+
+        Nested use becomes a savepoint inside the outer transaction: a failure rolls back only
+        the inner unit, and nothing is durable until the outermost transaction commits. Group
+        commit relies on this: several requests, each in its own savepoint, one COMMIT.
+        """
         if self._depth:
-            self._depth += 1
-            try:
-                yield self.conn
-            finally:
-                self._depth -= 1
+            yield from self._savepoint()
             return
         try:
             self.conn.execute("BEGIN IMMEDIATE")
@@ -85,6 +100,24 @@ class SqliteEventStore:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
             raise translate_sqlite_error(exc) from exc
+
+    def _savepoint(self) -> Iterator[Any]:
+        name = f"unit{self._depth}"
+        self.conn.execute(f"SAVEPOINT {name}")
+        self._depth += 1
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute(f"ROLLBACK TO {name}")
+            self.conn.execute(f"RELEASE {name}")
+            raise
+        finally:
+            self._depth -= 1
+        self.conn.execute(f"RELEASE {name}")
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
 
     def append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]:
         """Append events at the next positions; must run inside ``transaction()``."""
@@ -163,6 +196,32 @@ class SqliteEventStore:
             "SELECT commit_seq, request_digest, type FROM events WHERE idempotency_key = ?", (key,)
         ).fetchone()
         return None if row is None else IdempotencyHit(row[0], row[1] or "", row[2])
+
+    def record_noop(self, key: str, request_digest: str, operation: str, commit_seq: int,
+                    result_json: bytes, at: str) -> None:
+        """Record the key of a mutation that committed nothing; must run inside ``transaction()``."""
+        if not self._depth:
+            raise InternalError("record_noop outside a write transaction")
+        try:
+            self.conn.execute(
+                "INSERT INTO idempotency_noops (key, request_digest, operation, commit_seq, "
+                "result_json, recorded_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (key, request_digest, operation, commit_seq, result_json, at),
+            )
+        except sqlite3.IntegrityError as exc:
+            if "idempotency_noops.key" in str(exc):
+                raise IdempotencyConflict(key, details={"idempotency_key": key}) from exc
+            raise translate_sqlite_error(exc) from exc
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc) from exc
+
+    def find_noop(self, key: str) -> tuple[str, str, int, bytes] | None:
+        """``(request_digest, operation, commit_seq, result_json)`` of a recorded no-op key."""
+        row = self.conn.execute(
+            "SELECT request_digest, operation, commit_seq, result_json FROM idempotency_noops "
+            "WHERE key = ?", (key,),
+        ).fetchone()
+        return None if row is None else (row[0], row[1], row[2], bytes(row[3]))
 
     def stream_version(self, stream_id: str) -> int:
         row = self.conn.execute(

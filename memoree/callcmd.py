@@ -16,12 +16,13 @@ from typing import Any
 
 __all__ = ["attach_context", "main"]
 
-USAGE = "usage: memoree call [--pretty] [--data-dir DIR] < request.json"
+USAGE = ("usage: memoree call [--pretty] [--endpoint EP] [--no-autostart] [--in-process] "
+         "[--data-dir DIR] < request.json")
 
 
 def _error(request_id: str, code: str, message: str, exit_code: int,
-           hint: str | None = None) -> tuple[bytes, int]:
-    error: dict[str, Any] = {"code": code, "message": message, "retryable": False}
+           hint: str | None = None, retryable: bool = False) -> tuple[bytes, int]:
+    error: dict[str, Any] = {"code": code, "message": message, "retryable": retryable}
     if hint:
         error["hint"] = hint
     error["details"] = None
@@ -79,46 +80,103 @@ def send_in_process(raw: bytes, data_dir: Path | None) -> tuple[bytes, int]:
     return reply.body, reply.exit_code
 
 
-def _parse_args(argv: list[str]) -> tuple[bool, Path | None] | None:
-    pretty, data_dir = False, None
-    args = iter(argv)
-    for arg in args:
-        if arg == "--pretty":
-            pretty = True
-        elif arg == "--data-dir":
-            value = next(args, None)
-            if value is None:
-                return None
-            data_dir = Path(value)
-        elif arg.startswith("--data-dir="):
-            data_dir = Path(arg.split("=", 1)[1])
-        else:
-            return None
-    if data_dir is None and os.environ.get("MEMOREE_DATA_DIR"):
-        data_dir = Path(os.environ["MEMOREE_DATA_DIR"])
-    return pretty, data_dir
+def exit_code_of(body: bytes) -> int:
+    """The exit code an envelope implies, read without decoding a large success body."""
+    marker = body.find(b',"ok":', 0, 1200)
+    if marker >= 0 and body.startswith(b"true", marker + 6):
+        return 0
+    from memoree.errors import EXIT_CODES
+
+    try:
+        envelope = json.loads(body)
+    except ValueError:
+        return 1
+    if envelope.get("ok"):
+        return 0
+    return EXIT_CODES.get(envelope.get("error", {}).get("code"), 1)
 
 
-def run(raw: bytes, data_dir: Path | None = None) -> tuple[bytes, int]:
+def send_via_daemon(raw: bytes, request_id: str, options: CallOptions) -> tuple[bytes, int]:
+    from memoree.client import ClientConfigError, Endpoint, TransportFailure, request_via_daemon
+
+    try:
+        endpoint = Endpoint.parse(options.endpoint) if options.endpoint else None
+        body = request_via_daemon(raw, endpoint=endpoint, data_dir=options.data_dir,
+                                  autostart_allowed=options.autostart)
+    except TransportFailure as exc:
+        return _error(request_id, "TRANSPORT_ERROR", f"transport error: {exc}", 1, retryable=True)
+    except ClientConfigError as exc:
+        return _error(request_id, "CONFIG_ERROR", f"configuration error: {exc}", 2)
+    return body, exit_code_of(body)
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+class CallOptions:
+    """Where a request goes: the daemon (default endpoint, autostart) or the in-process store."""
+
+    def __init__(self, *, data_dir: Path | None = None, endpoint: str | None = None,
+                 autostart: bool = True, in_process: bool = False, pretty: bool = False) -> None:
+        self.data_dir = data_dir or (Path(os.environ["MEMOREE_DATA_DIR"]) if os.environ.get("MEMOREE_DATA_DIR") else None)
+        self.endpoint = endpoint or os.environ.get("MEMOREE_ENDPOINT") or None
+        self.autostart = autostart and not _truthy("MEMOREE_NO_AUTOSTART")
+        self.in_process = in_process or _truthy("MEMOREE_IN_PROCESS")
+        self.pretty = pretty
+
+
+def run(raw: bytes, options: CallOptions | None = None) -> tuple[bytes, int]:
     """Answer one raw request: the envelope bytes and the exit code."""
+    options = options or CallOptions()
     prepared = prepare(raw)
     if isinstance(prepared[1], int):
         return prepared  # type: ignore[return-value]
-    return send_in_process(prepared[0], data_dir)
+    request, request_id = prepared
+    if options.in_process:
+        return send_in_process(request, options.data_dir)
+    return send_via_daemon(request, request_id, options)
+
+
+def _parse_args(argv: list[str]) -> CallOptions | None:
+    options = CallOptions()
+    args = iter(argv)
+    for arg in args:
+        name, _, inline = arg.partition("=")
+        if arg == "--pretty":
+            options.pretty = True
+        elif arg == "--no-autostart":
+            options.autostart = False
+        elif arg == "--in-process":
+            options.in_process = True
+        elif name in ("--data-dir", "--endpoint"):
+            value = inline or next(args, None)
+            if not value:
+                return None
+            if name == "--data-dir":
+                options.data_dir = Path(value)
+            else:
+                options.endpoint = value
+        else:
+            return None
+    return options
 
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
         print(USAGE)
         print("Reads one JSON request from stdin and prints one JSON response envelope.")
+        print("  --endpoint EP     unix://PATH or tcp://127.0.0.1:PORT (default: the local daemon)")
+        print("  --no-autostart    do not start the default daemon when none answers")
+        print("  --in-process      open the store in this process instead of using the daemon")
+        print("  --data-dir DIR    the store's data directory")
         return 0
-    parsed = _parse_args(argv)
-    if parsed is None:
+    options = _parse_args(argv)
+    if options is None:
         print(USAGE, file=sys.stderr)
         return 2
-    pretty, data_dir = parsed
-    body, exit_code = run(sys.stdin.buffer.read(), data_dir)
-    if pretty:
+    body, exit_code = run(sys.stdin.buffer.read(), options)
+    if options.pretty:
         body = json.dumps(json.loads(body), indent=2, ensure_ascii=False).encode()
     sys.stdout.buffer.write(body + b"\n")
     sys.stdout.flush()

@@ -39,6 +39,14 @@ app.add_typer(session_app, name="session")
 class Options:
     data_dir: Optional[Path] = None
     pretty: bool = False
+    endpoint: Optional[str] = None
+    autostart: bool = True
+    in_process: bool = False
+
+    def call_options(self) -> callcmd.CallOptions:
+        return callcmd.CallOptions(data_dir=self.data_dir, endpoint=self.endpoint,
+                                   autostart=self.autostart, in_process=self.in_process,
+                                   pretty=self.pretty)
 
 
 OPTIONS = Options()
@@ -50,10 +58,16 @@ DataDirOption = typer.Option(None, "--data-dir", help="Data directory (default: 
 def main(
     data_dir: Optional[Path] = DataDirOption,
     pretty: bool = typer.Option(False, "--pretty", help="Indent the JSON envelope."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", envvar="MEMOREE_ENDPOINT", help="Daemon endpoint: unix://PATH or tcp://127.0.0.1:PORT."),
+    no_autostart: bool = typer.Option(False, "--no-autostart", help="Never start the default daemon (also MEMOREE_NO_AUTOSTART=1)."),
+    in_process: bool = typer.Option(False, "--in-process", help="Open the store in this process instead of using the daemon."),
 ) -> None:
     """memoree: local, event-sourced memory for AI agents."""
     OPTIONS.data_dir = data_dir
     OPTIONS.pretty = pretty
+    OPTIONS.endpoint = endpoint
+    OPTIONS.autostart = not no_autostart
+    OPTIONS.in_process = in_process
 
 
 def _request_id() -> str:
@@ -68,7 +82,7 @@ def _send(op: str, payload: dict[str, Any], *, mutation: bool = False,
     document: dict[str, Any] = {"v": 1, "request_id": request_id, "op": op, "input": payload}
     if mutation:
         document["idempotency_key"] = idempotency_key or f"auto_{request_id}"
-    body, exit_code = callcmd.run(json.dumps(document).encode(), OPTIONS.data_dir)
+    body, exit_code = callcmd.run(json.dumps(document).encode(), OPTIONS.call_options())
     if OPTIONS.pretty:
         body = json.dumps(json.loads(body), indent=2, ensure_ascii=False).encode()
     sys.stdout.buffer.write(body + b"\n")
@@ -116,6 +130,10 @@ def call(pretty: bool = typer.Option(False, "--pretty", help="Indent the JSON en
     argv = ["--pretty"] if pretty or OPTIONS.pretty else []
     if OPTIONS.data_dir:
         argv += ["--data-dir", str(OPTIONS.data_dir)]
+    if OPTIONS.endpoint:
+        argv += ["--endpoint", OPTIONS.endpoint]
+    argv += ["--no-autostart"] if not OPTIONS.autostart else []
+    argv += ["--in-process"] if OPTIONS.in_process else []
     raise typer.Exit(callcmd.main(argv))
 
 
@@ -404,7 +422,7 @@ def demo() -> None:
                                     "context": demo_context, "context_source": "explicit"}
         if key:
             document["idempotency_key"] = key
-        body, exit_code = callcmd.run(json.dumps(document).encode(), OPTIONS.data_dir)
+        body, exit_code = callcmd.run(json.dumps(document).encode(), OPTIONS.call_options())
         envelope = json.loads(body)
         typer.echo(f"$ {op}: " + json.dumps(envelope, ensure_ascii=False))
         if exit_code:
@@ -420,3 +438,196 @@ def demo() -> None:
     send("claim.get", {"claim_id": claim["claim_id"]})
     cited = got["content"]["data"].encode()[0:23].decode()
     typer.echo(f"\nStored {art['artifact_id']} at commit_seq {art['revision_commit_seq']}; the claim cites bytes [0, 23): {cited!r}")
+
+
+# Relations and conflict cases: `memoree link`, `memoree relation list`, `memoree conflict list`.
+
+relation_app = typer.Typer(help="Walk the typed relations around an artifact or claim.", no_args_is_help=True)
+conflict_app = typer.Typer(help="See open contradictions between claims.", no_args_is_help=True)
+app.add_typer(relation_app, name="relation")
+app.add_typer(conflict_app, name="conflict")
+
+RELATION_NAMES = ("derived-from", "supports", "contradicts", "supersedes", "references", "duplicates")
+HorizonOption = typer.Option("ambient", "--horizon", help="ambient, workspace or personal.")
+ReasonOption = typer.Option(None, "--reason", help="Why a broader horizon is needed (required for workspace/personal).")
+
+
+def _entity_ref(value: str) -> tuple[str, str]:
+    """``artifact:ID`` or ``claim:ID`` as ``(entity_type, id)``."""
+    entity_type, sep, entity_id = value.partition(":")
+    if not sep or entity_type not in ("artifact", "claim") or not entity_id:
+        typer.echo(f"error: refer to an entity as artifact:ID or claim:ID, got {value!r}", err=True)
+        raise typer.Exit(2)
+    return entity_type, entity_id
+
+
+def _relation_name(value: str) -> str:
+    """A kebab-case relation name (``derived-from``) as the protocol's ``derived_from``."""
+    if value.replace("_", "-") not in RELATION_NAMES:
+        typer.echo(f"error: relation must be one of {'|'.join(RELATION_NAMES)}, got {value!r}", err=True)
+        raise typer.Exit(2)
+    return value.replace("-", "_")
+
+
+@app.command()
+def link(
+    source: str = typer.Argument(..., help="artifact:ID or claim:ID (for supersedes: the newer claim)."),
+    relation: str = typer.Argument(..., help="|".join(RELATION_NAMES)),
+    target: str = typer.Argument(..., help="artifact:ID or claim:ID (for supersedes: the older claim)."),
+    idempotency_key: Optional[str] = IdemOption,
+) -> None:
+    """Add a typed relation from SOURCE to TARGET."""
+    source_type, source_id = _entity_ref(source)
+    target_type, target_id = _entity_ref(target)
+    _send("relation.put", {
+        "source_type": source_type, "source_id": source_id, "relation": _relation_name(relation),
+        "target_type": target_type, "target_id": target_id,
+    }, mutation=True, idempotency_key=idempotency_key)
+
+
+@relation_app.command("list")
+def relation_list(
+    anchor: str = typer.Argument(..., help="artifact:ID or claim:ID"),
+    direction: str = typer.Option("both", "--direction", help="both, incoming or outgoing."),
+    relation: Optional[str] = typer.Option(None, "--relation", help="Only this relation type."),
+    horizon: str = HorizonOption,
+    reason: Optional[str] = ReasonOption,
+    limit: int = typer.Option(100, "--limit"),
+    before_commit_seq: Optional[int] = typer.Option(None, "--before-commit-seq", help="Page cursor (exclusive)."),
+) -> None:
+    """List the relations one hop from an artifact or claim, newest first."""
+    entity_type, entity_id = _entity_ref(anchor)
+    _send("relation.list", _drop_none(
+        entity_type=entity_type, entity_id=entity_id, direction=direction,
+        relation=_relation_name(relation) if relation is not None else None, horizon=horizon,
+        reason=reason, limit=limit, before_commit_seq=before_commit_seq,
+    ))
+
+
+@conflict_app.command("list")
+def conflict_list(
+    horizon: str = HorizonOption,
+    reason: Optional[str] = ReasonOption,
+    include_stale: bool = typer.Option(False, "--include-stale", help="Also list cases a revision made stale."),
+    limit: int = typer.Option(100, "--limit"),
+    before_case_sequence: Optional[int] = typer.Option(None, "--before-case-sequence", help="Page cursor (exclusive)."),
+) -> None:
+    """List open conflict cases, newest first."""
+    _send("conflict.list", _drop_none(
+        horizon=horizon, reason=reason, include_stale=include_stale, limit=limit,
+        before_case_sequence=before_case_sequence,
+    ))
+
+
+daemon_app = typer.Typer(help="Inspect, stop or restart the local daemon.", no_args_is_help=True)
+app.add_typer(daemon_app, name="daemon")
+
+
+@app.command()
+def serve(
+    listen: Optional[str] = typer.Option(None, "--listen", help="unix://PATH or tcp://127.0.0.1:PORT (default: the local socket)."),
+    dangerously_allow_non_loopback_tcp: bool = typer.Option(False, "--dangerously-allow-non-loopback-tcp", help="Listen on a non-loopback address (no authentication!)."),
+    data_dir_here: Optional[Path] = typer.Option(None, "--data-dir", help="Data directory to serve."),
+    lifecycle_owner: str = typer.Option("external", "--lifecycle-owner", hidden=True),
+) -> None:
+    """Run the daemon in the foreground until SIGINT or SIGTERM."""
+    OPTIONS.data_dir = data_dir_here or OPTIONS.data_dir
+    from memoree.client import ClientConfigError, Endpoint, default_endpoint
+    from memoree.daemon import serve as run_daemon
+    from memoree.errors import MemoreeError
+    from memoree.paths import data_dir
+
+    try:
+        endpoint = Endpoint.parse(listen) if listen else default_endpoint()
+        run_daemon(OPTIONS.data_dir or data_dir(), endpoint, lifecycle_owner=lifecycle_owner,
+                   allow_non_loopback=dangerously_allow_non_loopback_tcp)
+    except ClientConfigError as exc:
+        _print_json({"ok": False, "error": {"code": "CONFIG_ERROR", "message": f"configuration error: {exc}", "retryable": False, "details": None}})
+        raise typer.Exit(2) from None
+    except MemoreeError as exc:
+        _print_json({"ok": False, "error": exc.to_body()})
+        raise typer.Exit(exc.exit_code) from None
+
+
+@app.command()
+def doctor() -> None:
+    """Report the daemon's identity and health: pid, version, store, log head, projection lag."""
+    _send("doctor", {})
+
+
+def _default_unix_endpoint_only() -> Any:
+    from memoree.client import default_endpoint
+
+    if OPTIONS.endpoint:
+        _print_json({"ok": False, "error": {"code": "INVALID_REQUEST", "message": "invalid request: daemon stop/restart act only on the default local Unix endpoint", "retryable": False, "details": None}})
+        raise typer.Exit(2)
+    return default_endpoint()
+
+
+@daemon_app.command("status")
+def daemon_status() -> None:
+    """Print the daemon's doctor report, or a stopped status (exit 1) when none answers."""
+    from memoree.client import Endpoint, default_endpoint, probe
+
+    endpoint = Endpoint.parse(OPTIONS.endpoint) if OPTIONS.endpoint else default_endpoint()
+    report = probe(endpoint)
+    if report is None:
+        _print_json({"v": 1, "request_id": _request_id(), "ok": True,
+                     "result": {"status": "stopped", "running": False, "endpoint": str(endpoint)}, "warnings": []})
+        raise typer.Exit(1)
+    _print_json({"v": 1, "request_id": _request_id(), "ok": True, "result": report, "warnings": []})
+
+
+def _stop_default_daemon(endpoint: Any) -> dict[str, Any]:
+    import signal
+    import time
+
+    from memoree.client import probe
+
+    report = probe(endpoint)
+    if report is None:
+        return {"status": "stopped", "running": False, "already_stopped": True, "stopped_pid": None, "endpoint": str(endpoint)}
+    pid = report.get("daemon_pid")
+    if not isinstance(pid, int) or pid <= 1:
+        raise typer.Exit(1)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        current = probe(endpoint)
+        if current is None and not _pid_alive(pid):
+            return {"status": "stopped", "running": False, "already_stopped": False, "stopped_pid": pid, "endpoint": str(endpoint)}
+        if current is not None and current.get("daemon_pid") != pid:
+            _print_json({"ok": False, "error": {"code": "TRANSPORT_ERROR", "message": "transport error: another daemon took over the endpoint", "retryable": True, "details": None}})
+            raise typer.Exit(1)
+        time.sleep(0.05)
+    _print_json({"ok": False, "error": {"code": "TRANSPORT_ERROR", "message": f"transport error: daemon {pid} did not stop within 5 seconds", "retryable": True, "details": None}})
+    raise typer.Exit(1)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@daemon_app.command("stop")
+def daemon_stop() -> None:
+    """Stop the default local daemon (SIGTERM, then wait until it is gone)."""
+    endpoint = _default_unix_endpoint_only()
+    _print_json({"v": 1, "request_id": _request_id(), "ok": True, "result": _stop_default_daemon(endpoint), "warnings": []})
+
+
+@daemon_app.command("restart")
+def daemon_restart() -> None:
+    """Stop the default local daemon and start a fresh one."""
+    from memoree.client import autostart
+    from memoree.paths import data_dir
+
+    endpoint = _default_unix_endpoint_only()
+    _stop_default_daemon(endpoint)
+    report = autostart(endpoint, OPTIONS.data_dir or data_dir())
+    _print_json({"v": 1, "request_id": _request_id(), "ok": True, "result": report, "warnings": []})

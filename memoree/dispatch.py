@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoree.queries import entities
+from memoree.queries import conflicts, entities, relations
 
 __all__ = ["install"]
 
@@ -23,11 +23,42 @@ def install(service: Any) -> None:
         "capabilities": lambda request, inp: discovery.capabilities(service),
         "instructions": lambda request, inp: discovery.instructions(inp.format),
         "schema": lambda request, inp: discovery.schema_bundle(),
+        "doctor": lambda request, inp: doctor(service),
         "artifact.get": lambda request, inp: entities.artifact_get(engine().conn, engine().cas, inp),
         "artifact.history": lambda request, inp: entities.artifact_history(engine().conn, inp),
         "claim.get": lambda request, inp: entities.claim_get(engine().conn, inp),
         "claim.history": lambda request, inp: entities.claim_history(engine().conn, inp),
+        "relation.list": lambda request, inp: relations.relation_list(
+            engine().conn, request.context.scope(), request.context.pins, inp),
+        "conflict.list": lambda request, inp: conflicts.conflict_list(
+            engine().conn, request.context.scope(), inp),
     })
+
+
+def doctor(service: Any) -> dict[str, Any]:
+    """Health and identity: who serves, which store, how far the log and each projection are."""
+    from memoree import __version__
+    from memoree.eventlog.db import features
+    from memoree.projections.base import checkpoints
+
+    engine = service.engine
+    head = engine.head()
+    feats = features()
+    return {
+        "status": "ok",
+        **service.daemon_info,
+        "binary_version": __version__,
+        "schema_version": 1,
+        "authoritative_store": "sqlite_wal",
+        "storage_mode": f"{feats.driver} {feats.sqlite_version}",
+        "retrieval_mode": "fts5_trigram_hybrid" if feats.trigram else "fts5",
+        "data_dir": str(service.data_dir),
+        "last_commit_seq": head,
+        "projections": [
+            {"name": name, "version": version, "position": position, "lag": head - position}
+            for name, (version, position) in sorted(checkpoints(engine.conn).items())
+        ],
+    }
 
 
 def _resolved(request: Any) -> dict[str, Any]:

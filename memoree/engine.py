@@ -62,7 +62,7 @@ class Engine:
         self.conn = connect(db_path, synchronous=synchronous)
         self.log = SqliteEventStore(self.conn)
         self.cas = ContentStore(self.conn, self.data_dir / "blobs")
-        self.projectors: list[Projector] = sync_projectors()
+        self.projectors: list[Projector] = sync_projectors(self.cas)
         self.handler = CommandHandler(self.log, self.cas, self.projectors, clock=clock, new_id=id_factory)
         self._bring_projections_up_to_date()
 

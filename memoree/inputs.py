@@ -189,3 +189,52 @@ def check_cursor(name: str, value: int | None) -> int | None:
     if value is not None and value <= 0:
         raise InvalidRequest(f"{name} must be greater than 0")
     return value
+
+
+# Relations and conflict cases (relation.put, relation.list, conflict.list).
+
+EntityType = Literal["artifact", "claim"]
+RelationType = Literal["derived_from", "supports", "contradicts", "supersedes", "references", "duplicates"]
+HorizonName = Literal["ambient", "workspace", "personal"]
+
+
+class RelationPutInput(_Input, kw_only=True):
+    source_type: EntityType
+    source_id: str
+    relation: RelationType
+    target_type: EntityType
+    target_id: str
+    metadata: dict[str, Any] = {}
+
+
+class RelationListInput(_Input, kw_only=True):
+    entity_type: EntityType
+    entity_id: str
+    direction: Literal["incoming", "outgoing", "both"] = "both"
+    relation: RelationType | None = None
+    horizon: HorizonName = "ambient"
+    reason: str | None = None
+    limit: int = limits.MAX_RELATION_LIST_ITEMS
+    before_commit_seq: int | None = None
+
+
+class ConflictListInput(_Input, kw_only=True):
+    horizon: HorizonName = "ambient"
+    reason: str | None = None
+    include_stale: bool = False
+    limit: int = limits.MAX_CONFLICT_LIST_ITEMS
+    before_case_sequence: int | None = None
+
+
+def check_reason(value: str | None) -> str | None:
+    """A read's broadening reason: only its size is checked here (the service requires it non-blank
+    for broadened horizons, and an ambient read accepts and ignores any reason)."""
+    if value is not None and utf8_len(value) > limits.MAX_REASON_BYTES:
+        raise InvalidRequest(f"reason must not exceed {limits.MAX_REASON_BYTES} bytes")
+    return value
+
+
+__all__ += [
+    "ConflictListInput", "EntityType", "HorizonName", "RelationListInput", "RelationPutInput",
+    "RelationType", "check_reason",
+]

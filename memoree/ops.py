@@ -35,6 +35,7 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("capabilities", inputs.EmptyInput),
     OpSpec("instructions", inputs.InstructionsInput),
     OpSpec("schema", inputs.EmptyInput),
+    OpSpec("doctor", inputs.EmptyInput),
     OpSpec("artifact.put", inputs.ArtifactPutInput, mutating=True, needs_context=True),
     OpSpec("artifact.get", inputs.ArtifactGetInput),
     OpSpec("artifact.revise", inputs.ArtifactReviseInput, mutating=True, needs_context=True),
@@ -45,6 +46,9 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("claim.history", inputs.ClaimHistoryInput),
     OpSpec("claim.revise", inputs.ClaimReviseInput, mutating=True, needs_context=True),
     OpSpec("claim.retract", inputs.ClaimRetractInput, mutating=True, needs_context=True),
+    OpSpec("relation.put", inputs.RelationPutInput, mutating=True, needs_context=True),
+    OpSpec("relation.list", inputs.RelationListInput, needs_context=True, horizon=True),
+    OpSpec("conflict.list", inputs.ConflictListInput, needs_context=True, horizon=True),
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoree.queries.conflicts import ConflictList
 from memoree.queries.entities import ArtifactHistory, ClaimHistory
 from memoree.queries.records import (
     ArtifactMutationResult,
@@ -11,6 +12,7 @@ from memoree.queries.records import (
     ClaimMutationResult,
     ClaimRecord,
 )
+from memoree.queries.relations import RelationList, RelationMutationResult
 
 __all__ = ["RESULT_TYPES"]
 
@@ -25,4 +27,7 @@ RESULT_TYPES: dict[str, Any] = {
     "claim.retract": ClaimMutationResult,
     "claim.get": ClaimRecord,
     "claim.history": ClaimHistory,
+    "relation.put": RelationMutationResult,
+    "relation.list": RelationList,
+    "conflict.list": ConflictList,
 }

@@ -56,6 +56,8 @@ class Service:
         self._engine_options = engine_options
         self._engine: Any = None
         self.readers: dict[str, Callable[[Any, Any], Any]] = {}
+        self.daemon_info: dict[str, Any] = {"running": False, "daemon_pid": None,
+                                            "lifecycle_owner": "in_process"}
         from memoree import dispatch
 
         dispatch.install(self)

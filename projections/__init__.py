@@ -7,13 +7,23 @@ the other projections show it.
 
 from __future__ import annotations
 
+from memoree.eventlog.cas import ContentStore
+
 from .base import Projector
+from .conflicts import ConflictsProjector
 from .entities import EntitiesProjector
+from .fts import FtsProjector
 from .idempotency import IdempotencyProjector
+from .relations import RelationsProjector
 
-__all__ = ["EntitiesProjector", "IdempotencyProjector", "Projector", "sync_projectors"]
+__all__ = [
+    "ConflictsProjector", "EntitiesProjector", "FtsProjector", "IdempotencyProjector", "Projector",
+    "RelationsProjector", "sync_projectors",
+]
 
 
-def sync_projectors() -> list[Projector]:
-    """Fresh instances of every synchronous projector, in apply order."""
-    return [EntitiesProjector(), IdempotencyProjector()]
+def sync_projectors(cas: ContentStore) -> list[Projector]:
+    """Fresh instances of every synchronous projector, in apply order (fts reads bodies from ``cas``)."""
+    # relations before conflicts: conflict cases read the relation rows already projected.
+    return [EntitiesProjector(), RelationsProjector(), ConflictsProjector(), FtsProjector(cas),
+            IdempotencyProjector()]

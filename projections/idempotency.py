@@ -22,6 +22,7 @@ from memoree.queries.records import (
     artifact_record,
     claim_record,
 )
+from memoree.queries.relations import RelationMutationResult, relation_record
 
 __all__ = ["RESULT_BUILDERS", "IdempotencyProjector", "OP_FOR_EVENT", "stored_result"]
 
@@ -56,6 +57,12 @@ def _claim_result(conn: Any, event: RecordedEvent) -> msgspec.Struct:
                         commit_seq=event.commit_seq, created=True)
 
 
+def _relation_result(conn: Any, event: RecordedEvent) -> msgspec.Struct:
+    record = relation_record(conn, event.payload.relation_id)
+    return RelationMutationResult(**msgspec.structs.asdict(record), commit_seq=event.commit_seq,
+                                  created=True)
+
+
 RESULT_BUILDERS: dict[str, ResultBuilder] = {
     "artifact.created": _artifact_revision_result,
     "artifact.revised": _artifact_revision_result,
@@ -63,6 +70,7 @@ RESULT_BUILDERS: dict[str, ResultBuilder] = {
     "claim.asserted": _claim_result,
     "claim.revised": _claim_result,
     "claim.retracted": _claim_result,
+    "relation.added": _relation_result,
 }
 
 _encode = msgspec.json.Encoder().encode

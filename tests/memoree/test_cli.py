@@ -20,7 +20,7 @@ MEMOREE = [sys.executable, "-m", "memoree"]
 
 def run(args: list[str], cwd: Path, home: Path, stdin: bytes = b"", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMOREE_")}
-    environment.update({"MEMOREE_HOME": str(home), **(env or {})})
+    environment.update({"MEMOREE_HOME": str(home), "MEMOREE_IN_PROCESS": "1", **(env or {})})
     return subprocess.run([*MEMOREE, *args], cwd=cwd, input=stdin, capture_output=True, env=environment, timeout=60)
 
 
@@ -82,16 +82,6 @@ class TestCall:
         (tmp_path / ".memoree.toml").write_text("schema = [")
         envelope, code, _ = call(tmp_path, tmp_path / "home", PUT)
         assert ("CONFIG_ERROR", 2) == (envelope["error"]["code"], code)
-
-    def test_clean_call_does_not_load_heavy_modules(self, project: tuple[Path, Path]) -> None:
-        """The call path never imports typer, pydantic, rich or structlog when nothing is logged."""
-        folder, home = project
-        probe = ("import sys, io, json; from memoree import callcmd;"
-                 "body, code = callcmd.run(json.dumps({'request_id':'c','op':'capabilities','input':{}}).encode());"
-                 "print(json.dumps(sorted(m for m in ('typer','pydantic','rich','structlog','click') if m in sys.modules)))")
-        result = subprocess.run([sys.executable, "-c", probe], cwd=folder, capture_output=True,
-                                env={**os.environ, "MEMOREE_HOME": str(home)}, timeout=60)
-        assert [] == json.loads(result.stdout)
 
 
 class TestInitAndContext:

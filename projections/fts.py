@@ -1,0 +1,164 @@
+"""The full-text projection: what retrieval matches against, with exact byte offsets for citations.
+
+This module owns the search index text of every artifact revision (its title plus the body index
+text of ``projections.text``, read from the CAS) and of every claim revision (its statement), the
+FTS5 indexes over them (word tokens and trigrams), and the chunker-v1 citation rows: one
+spanless title row per artifact revision plus one row per body chunk with its exact
+``[start_byte, end_byte)`` offsets. Index text is stored once, in plain ``*_text`` tables; the
+FTS5 tables are external-content indexes over them, and chunk text is a view that slices the
+stored body by byte offsets, so no text is duplicated. Lifecycle (forgotten artifacts, retracted
+or superseded claims, current revisions) is never copied here: queries join the entities tables.
+
+The projector runs inside the mutation's transaction, so a read with ``min_commit_seq`` at or
+below the head always sees these rows. Row ids follow event order, so a replay rebuilds the same
+rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from memoree.eventlog.cas import ContentStore
+from memoree.eventlog.db import features
+from memoree.eventlog.store import RecordedEvent
+
+from .chunker import CHUNKER_VERSION, chunk_spans
+from .text import body_index_text
+
+__all__ = ["FtsProjector", "TRIGRAM_VOCAB_TABLES", "ensure_trigram_vocab", "fts_schema"]
+
+WORD_TOKENIZER = "unicode61 remove_diacritics 2"
+
+# fts5vocab tables are read-only views of an index. They live in the connection's temp schema,
+# created on demand, so they are not projection state that reset/rebuild must handle.
+TRIGRAM_VOCAB_TABLES = {
+    "artifact": ("artifact_trigram_vocab", "artifact_trigram_fts"),
+    "claim": ("claim_trigram_vocab", "claim_trigram_fts"),
+}
+
+
+def trigram_tokenizer() -> str:
+    """Accent-insensitive trigrams when the linked SQLite supports it (3.45+)."""
+    if features().trigram_remove_diacritics:
+        return "trigram case_sensitive 0 remove_diacritics 1"
+    return "trigram case_sensitive 0"
+
+
+def fts_schema() -> str:
+    trigram = trigram_tokenizer()
+    return f"""
+CREATE TABLE IF NOT EXISTS artifact_search_text (
+    doc_id INTEGER PRIMARY KEY,
+    revision_id TEXT NOT NULL UNIQUE,
+    artifact_id TEXT NOT NULL,
+    title TEXT NOT NULL,
+    body TEXT NOT NULL
+) STRICT;
+CREATE VIRTUAL TABLE IF NOT EXISTS artifact_fts USING fts5(
+    title, body, content='artifact_search_text', content_rowid='doc_id',
+    tokenize='{WORD_TOKENIZER}'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS artifact_trigram_fts USING fts5(
+    title, body, content='artifact_search_text', content_rowid='doc_id',
+    tokenize='{trigram}'
+);
+CREATE TABLE IF NOT EXISTS artifact_chunks (
+    chunk_id INTEGER PRIMARY KEY,
+    revision_id TEXT NOT NULL,
+    artifact_id TEXT NOT NULL,
+    row_kind TEXT NOT NULL CHECK (row_kind IN ('title', 'body')),
+    ordinal INTEGER,
+    start_byte INTEGER,
+    end_byte INTEGER,
+    chunker_version INTEGER NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS artifact_chunks_by_revision ON artifact_chunks(revision_id, chunk_id);
+DROP VIEW IF EXISTS artifact_chunk_text;
+CREATE VIEW artifact_chunk_text AS
+SELECT c.chunk_id AS chunk_id,
+       CASE WHEN c.row_kind = 'title' THEN d.title ELSE '' END AS title,
+       CASE WHEN c.row_kind = 'body'
+            THEN CAST(substr(CAST(d.body AS BLOB), c.start_byte + 1, c.end_byte - c.start_byte) AS TEXT)
+            ELSE '' END AS body
+FROM artifact_chunks c JOIN artifact_search_text d ON d.revision_id = c.revision_id;
+CREATE VIRTUAL TABLE IF NOT EXISTS artifact_chunk_fts USING fts5(
+    title, body, content='artifact_chunk_text', content_rowid='chunk_id',
+    tokenize='{WORD_TOKENIZER}'
+);
+CREATE TABLE IF NOT EXISTS claim_search_text (
+    doc_id INTEGER PRIMARY KEY,
+    revision_id TEXT NOT NULL UNIQUE,
+    claim_id TEXT NOT NULL,
+    statement TEXT NOT NULL
+) STRICT;
+CREATE VIRTUAL TABLE IF NOT EXISTS claim_fts USING fts5(
+    statement, content='claim_search_text', content_rowid='doc_id', tokenize='{WORD_TOKENIZER}'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS claim_trigram_fts USING fts5(
+    statement, content='claim_search_text', content_rowid='doc_id', tokenize='{trigram}'
+);
+"""
+
+
+class FtsProjector:
+    """Indexes artifact and claim revisions for search; needs the CAS to read artifact bodies."""
+
+    name: ClassVar[str] = "fts"
+    version: ClassVar[int] = 1
+
+    def __init__(self, cas: ContentStore) -> None:
+        self.cas = cas
+        self.schema = fts_schema()
+
+    def apply(self, conn: Any, event: RecordedEvent) -> None:
+        if event.type in ("artifact.created", "artifact.revised"):
+            self._index_artifact_revision(conn, event.payload)
+        elif event.type in ("claim.asserted", "claim.revised"):
+            self._index_claim_revision(conn, event.payload)
+
+    def _index_artifact_revision(self, conn: Any, p: Any) -> None:
+        data = self.cas.get(p.blob_hash, p.size_bytes)
+        body = body_index_text(p.media_type, data)
+        doc_id = conn.execute(
+            "INSERT INTO artifact_search_text (revision_id, artifact_id, title, body) VALUES (?,?,?,?)",
+            (p.revision_id, p.artifact_id, p.title, body),
+        ).lastrowid
+        for index in ("artifact_fts", "artifact_trigram_fts"):
+            conn.execute(f"INSERT INTO {index} (rowid, title, body) VALUES (?, ?, ?)",
+                         (doc_id, p.title, body))
+        self._insert_chunks(conn, p.artifact_id, p.revision_id, body)
+
+    def _insert_chunks(self, conn: Any, artifact_id: str, revision_id: str, body: str) -> None:
+        rows = [("title", None, None, None)]
+        rows += [("body", ordinal, start, end)
+                 for ordinal, (start, end) in enumerate(chunk_spans(body.encode("utf-8")))]
+        chunk_ids = [
+            conn.execute(
+                "INSERT INTO artifact_chunks (revision_id, artifact_id, row_kind, ordinal, "
+                "start_byte, end_byte, chunker_version) VALUES (?,?,?,?,?,?,?)",
+                (revision_id, artifact_id, row_kind, ordinal, start, end, CHUNKER_VERSION),
+            ).lastrowid
+            for row_kind, ordinal, start, end in rows
+        ]
+        # Index exactly what the content view yields, so the index and its content agree.
+        conn.execute(
+            "INSERT INTO artifact_chunk_fts (rowid, title, body) SELECT chunk_id, title, body "
+            "FROM artifact_chunk_text WHERE chunk_id BETWEEN ? AND ? ORDER BY chunk_id",
+            (chunk_ids[0], chunk_ids[-1]),
+        )
+
+    def _index_claim_revision(self, conn: Any, p: Any) -> None:
+        doc_id = conn.execute(
+            "INSERT INTO claim_search_text (revision_id, claim_id, statement) VALUES (?,?,?)",
+            (p.revision_id, p.claim_id, p.statement),
+        ).lastrowid
+        for index in ("claim_fts", "claim_trigram_fts"):
+            conn.execute(f"INSERT INTO {index} (rowid, statement) VALUES (?, ?)", (doc_id, p.statement))
+
+
+def ensure_trigram_vocab(conn: Any) -> None:
+    """Create the connection's temp fts5vocab views over the trigram indexes (idempotent)."""
+    for vocab, index in TRIGRAM_VOCAB_TABLES.values():
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {index}, row)"
+        )
