@@ -11,3 +11,13 @@ class TestBenchSmoke:
         rows = put.main(["--quick"])
         assert 4 == len(rows)
         assert all(row.ours > 0 and row.baseline > 0 for row in rows)
+
+
+class TestDaemonBenchSmoke:
+    def test_daemon_benchmark_runs_and_reports_every_row(self) -> None:
+        """The daemon benchmark starts a daemon, measures every row and stops it."""
+        from tools.bench import daemon
+
+        rows = daemon.main(["--quick"])
+        assert 5 == len(rows)
+        assert all(row.ours > 0 and row.baseline > 0 for row in rows)
