@@ -23,6 +23,7 @@ __all__ = [
     "ClaimRetracted",
     "ClaimRevised",
     "EvidenceRef",
+    "KeyEpochStarted",
     "RelationAdded",
     "Scope",
     "event_type_name",
@@ -124,6 +125,14 @@ class RelationAdded(_Payload, kw_only=True):
     actor: str | None = None
 
 
+class KeyEpochStarted(_Payload, kw_only=True):
+    """A node-key epoch begins: its public key (base32) is what later signatures name."""
+
+    epoch: int
+    public_key: str
+    algorithm: str = "ed25519"
+
+
 EVENT_TYPES: dict[str, type[msgspec.Struct]] = {
     "artifact.created": ArtifactCreated,
     "artifact.revised": ArtifactRevised,
@@ -132,6 +141,7 @@ EVENT_TYPES: dict[str, type[msgspec.Struct]] = {
     "claim.revised": ClaimRevised,
     "claim.retracted": ClaimRetracted,
     "relation.added": RelationAdded,
+    "key.epoch_started": KeyEpochStarted,
 }
 
 _NAME_BY_TYPE = {cls: name for name, cls in EVENT_TYPES.items()}

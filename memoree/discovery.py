@@ -47,6 +47,7 @@ def capabilities(service: Any = None) -> dict[str, Any]:
         "sqlite": {"driver": feats.driver, "version": feats.sqlite_version,
                    "trigram_remove_diacritics": feats.trigram_remove_diacritics,
                    "fts5_secure_delete": feats.secure_delete},
+        "node_key": _node_key(service),
         "guarantees": [
             "every successful mutation appends exactly one event and advances commit_seq by one",
             "identical retries under one idempotency key return the original result and commit_seq",
@@ -55,6 +56,14 @@ def capabilities(service: Any = None) -> dict[str, Any]:
         "operations": [_operation_entry(spec) for spec in OPS.values()],
     }
     return document
+
+
+def _node_key(service: Any) -> dict[str, Any] | None:
+    if service is None:
+        return None
+    key = service.engine.keys.current()
+    return {"algorithm": "ed25519", "public_key": key.public_b32, "epoch": key.epoch,
+            "encoding": "base32, lowercase, no padding"}
 
 
 def _operation_entry(spec: Any) -> dict[str, Any]:

@@ -18,10 +18,14 @@ from memoree.commands.handler import CommandHandler
 from memoree.errors import ConfigError, InvalidRequest
 from memoree.eventlog.cas import ContentStore
 from memoree.eventlog.db import connect
+from memoree.eventlog.events import KeyEpochStarted
+from memoree.eventlog.keys import KEY_STREAM, KeyRing, NodeKey
+from memoree.eventlog.store import NewEvent
 from memoree.eventlog.sqlite import SqliteEventStore
 from memoree.eventlog.timefmt import now_utc
 from memoree.ids import new_id
 from memoree.projections import sync_projectors
+from memoree.projections.keys import recorded_epochs
 from memoree.projections.base import Projector, apply_events, checkpoints, ensure_projectors, rebuild
 
 __all__ = ["DB_FILENAME", "Engine", "prepare_data_dir"]
@@ -62,6 +66,7 @@ class Engine:
         self.conn = connect(db_path, synchronous=synchronous)
         self.log = SqliteEventStore(self.conn)
         self.cas = ContentStore(self.conn, self.data_dir / "blobs")
+        self.keys = KeyRing(self.data_dir / "keys")
         self.projectors: list[Projector] = sync_projectors(self.cas)
         self.handler = CommandHandler(self.log, self.cas, self.projectors, clock=clock, new_id=id_factory)
         self._bring_projections_up_to_date()
@@ -81,6 +86,30 @@ class Engine:
             count = rebuild(conn, self.log.read(), chosen, progress=progress)
         return {"projections": [p.name for p in chosen], "events_replayed": count,
                 "commit_seq": self.log.head().commit_seq}
+
+    def node_key(self) -> NodeKey:
+        """The current node key, its epoch recorded in the log first (at first use)."""
+        key = self.keys.current()
+        with self.log.transaction() as conn:
+            if key.epoch not in recorded_epochs(conn):
+                self._record_epoch(conn, key)
+        return key
+
+    def rotate_key(self) -> NodeKey:
+        """Start a new node-key epoch; earlier signatures stay valid under their epochs."""
+        self.node_key()
+        key = self.keys.rotate()
+        with self.log.transaction() as conn:
+            self._record_epoch(conn, key)
+        return key
+
+    def _record_epoch(self, conn: Any, key: NodeKey) -> None:
+        events = self.log.append([NewEvent(
+            type="key.epoch_started", stream_id=KEY_STREAM, stream_version=key.epoch,
+            payload=KeyEpochStarted(epoch=key.epoch, public_key=key.public_b32),
+            event_id=new_id("evt"), at=now_utc(),
+        )])
+        apply_events(conn, self.projectors, events)
 
     def head(self) -> int:
         return self.log.head().commit_seq

@@ -14,10 +14,11 @@ from .conflicts import ConflictsProjector
 from .entities import EntitiesProjector
 from .fts import FtsProjector
 from .idempotency import IdempotencyProjector
+from .keys import KeysProjector
 from .relations import RelationsProjector
 
 __all__ = [
-    "ConflictsProjector", "EntitiesProjector", "FtsProjector", "IdempotencyProjector", "Projector",
+    "ConflictsProjector", "EntitiesProjector", "FtsProjector", "IdempotencyProjector", "KeysProjector", "Projector",
     "RelationsProjector", "sync_projectors",
 ]
 
@@ -26,4 +27,4 @@ def sync_projectors(cas: ContentStore) -> list[Projector]:
     """Fresh instances of every synchronous projector, in apply order (fts reads bodies from ``cas``)."""
     # relations before conflicts: conflict cases read the relation rows already projected.
     return [EntitiesProjector(), RelationsProjector(), ConflictsProjector(), FtsProjector(cas),
-            IdempotencyProjector()]
+            KeysProjector(), IdempotencyProjector()]
