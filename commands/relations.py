@@ -49,7 +49,7 @@ class RelateState(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class NoOp(msgspec.Struct, frozen=True):
-    """A mutation that commits nothing: the existing row's ``commit_seq`` and the result to record."""
+    """A mutation that commits nothing: the existing row's ``commit_seq`` and the result."""
 
     commit_seq: int
     result: msgspec.Struct
@@ -70,7 +70,9 @@ def authorize_relate(state: RelateState, inp: RelationPutInput, ambient: Scope) 
     require_write_scope(inp.target_type, inp.target_id, target.owner, ambient)
 
 
-def decide_relate(state: RelateState, inp: RelationPutInput, ctx: DecideContext) -> list[Decision] | NoOp:
+def decide_relate(
+    state: RelateState, inp: RelationPutInput, ctx: DecideContext
+) -> list[Decision] | NoOp:
     source, target = _endpoints(state, inp)
     if inp.relation in LIFECYCLE_RELATIONS:
         _require_claim_to_claim(inp)

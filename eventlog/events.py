@@ -19,10 +19,17 @@ __all__ = [
     "ArtifactCreated",
     "ArtifactForgotten",
     "ArtifactRevised",
+    "BandFile",
+    "BandRegistered",
     "ClaimAsserted",
     "ClaimRetracted",
     "ClaimRevised",
     "EvidenceRef",
+    "FactAttestationRecord",
+    "FactAttested",
+    "FactProofRecord",
+    "FactReceiptSeal",
+    "FactScope",
     "KeyEpochStarted",
     "RelationAdded",
     "Scope",
@@ -133,6 +140,97 @@ class KeyEpochStarted(_Payload, kw_only=True):
     algorithm: str = "ed25519"
 
 
+# The signed fact plane (emem): bands and attested facts. See memoree/factplane.py.
+
+
+class BandFile(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A CSV file band's data, kept in the log itself so a replay (or an auditor) needs nothing else."""
+
+    dataset_id: str
+    csv: bytes
+    sha256: str
+    sample_count: int
+    radius_m: float
+    captured_at: str | None = None
+
+
+class BandRegistered(_Payload, kw_only=True):
+    """A band (a named, typed reading) becomes known: its unit, tempo and provenance class."""
+
+    band: str
+    unit: str
+    tempo: str
+    provenance_class: str
+    source_kind: str  # "attested" (agents attest values) or "file" (materialized from a CSV)
+    privacy_class: str = "public"
+    description: str | None = None
+    file: BandFile | None = None
+    actor: str | None = None
+
+
+class FactScope(msgspec.Struct, frozen=True, omit_defaults=True):
+    """emem's multi-tenant four-tuple a fact was written under (an index hint, never signed)."""
+
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    org_id: str | None = None
+
+
+class FactAttestationRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The single-fact attestation: batch root, attester key and its epoch, cids, signature."""
+
+    batch_root: bytes
+    attester: bytes
+    attester_key_epoch: int
+    registry_cid: str
+    schema_cid: str
+    signature: bytes
+    preimage_version: int = 1
+
+
+class FactProofRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The fact's inclusion proof in its attestation batch (empty path for a single fact)."""
+
+    leaf_index: int
+    path: list[bytes] = []
+    root: bytes
+    version: int = 1
+
+
+class FactReceiptSeal(msgspec.Struct, frozen=True, kw_only=True):
+    """What a fact's attestation receipt needs beyond the fact and its proof (it is rebuilt on replay)."""
+
+    request_id: str
+    served_at: str
+    primitive: str
+    source_versions: dict[str, str]
+    responder_key_epoch: int
+    signature: bytes
+
+
+class FactAttested(_Payload, kw_only=True):
+    """One signed fact (primary or absence), by its exact canonical CBOR bytes.
+
+    ``fact_cid`` is ``base32(blake3(fact_cbor))``; the projector re-derives and checks it, so a
+    replay reproduces the exact cid. ``origin`` is ``attested`` (``fact.attest``) or
+    ``materialized`` (a recall filled a cold band).
+    """
+
+    fact_cid: str
+    fact_cbor: bytes
+    band: str
+    provenance_class: str
+    origin: str
+    attestation: FactAttestationRecord
+    proof: FactProofRecord
+    receipt: FactReceiptSeal
+    scope: FactScope | None = None
+    materializer: str | None = None
+    reason_text: str | None = None
+    actor: str | None = None
+
+
 EVENT_TYPES: dict[str, type[msgspec.Struct]] = {
     "artifact.created": ArtifactCreated,
     "artifact.revised": ArtifactRevised,
@@ -142,6 +240,8 @@ EVENT_TYPES: dict[str, type[msgspec.Struct]] = {
     "claim.retracted": ClaimRetracted,
     "relation.added": RelationAdded,
     "key.epoch_started": KeyEpochStarted,
+    "band.registered": BandRegistered,
+    "fact.attested": FactAttested,
 }
 
 _NAME_BY_TYPE = {cls: name for name, cls in EVENT_TYPES.items()}

@@ -16,6 +16,7 @@ from typing import Any
 from memoree.errors import ContentTooLarge, IdempotencyConflict, InternalError, MemoreeError
 
 from .codec import GENESIS_HASH, chain_hash, decode_envelope, decode_payload, encode_event
+from .checkpoints import CHECKPOINT_SCHEMA
 from .db import execute_script, sqlite3
 from .store import IdempotencyHit, LogHead, NewEvent, RawEvent, RecordedEvent, StreamVersionConflict
 
@@ -70,6 +71,7 @@ class SqliteEventStore:
         self.conn = conn
         self._depth = 0
         execute_script(conn, LOG_SCHEMA)
+        execute_script(conn, CHECKPOINT_SCHEMA)
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:

@@ -75,6 +75,10 @@ def send_in_process(raw: bytes, data_dir: Path | None) -> tuple[bytes, int]:
     service = Service(data_dir or default_data_dir())
     try:
         reply = service.handle_bytes(raw, fallback_request_id="req_cli")
+        if reply.ok:
+            from memoree.audit import maybe_seal
+
+            maybe_seal(service.engine)
     finally:
         service.close()
     return reply.body, reply.exit_code

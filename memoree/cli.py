@@ -529,6 +529,7 @@ def serve(
     dangerously_allow_non_loopback_tcp: bool = typer.Option(False, "--dangerously-allow-non-loopback-tcp", help="Listen on a non-loopback address (no authentication!)."),
     data_dir_here: Optional[Path] = typer.Option(None, "--data-dir", help="Data directory to serve."),
     lifecycle_owner: str = typer.Option("external", "--lifecycle-owner", hidden=True),
+    http: Optional[str] = typer.Option(None, "--http", help="Also serve the emem REST API on HOST:PORT (loopback unless --dangerously-allow-non-loopback-tcp; port 0 picks one, see `memoree doctor`)."),
 ) -> None:
     """Run the daemon in the foreground until SIGINT or SIGTERM."""
     OPTIONS.data_dir = data_dir_here or OPTIONS.data_dir
@@ -539,8 +540,11 @@ def serve(
 
     try:
         endpoint = Endpoint.parse(listen) if listen else default_endpoint()
+        from memoree.rest_server import parse_http_address
+
+        http_address = parse_http_address(http) if http else None
         run_daemon(OPTIONS.data_dir or data_dir(), endpoint, lifecycle_owner=lifecycle_owner,
-                   allow_non_loopback=dangerously_allow_non_loopback_tcp)
+                   allow_non_loopback=dangerously_allow_non_loopback_tcp, http=http_address)
     except ClientConfigError as exc:
         _print_json({"ok": False, "error": {"code": "CONFIG_ERROR", "message": f"configuration error: {exc}", "retryable": False, "details": None}})
         raise typer.Exit(2) from None
@@ -631,3 +635,443 @@ def daemon_restart() -> None:
     _stop_default_daemon(endpoint)
     report = autostart(endpoint, OPTIONS.data_dir or data_dir())
     _print_json({"v": 1, "request_id": _request_id(), "ok": True, "result": report, "warnings": []})
+
+
+log_app = typer.Typer(help="Seal, prove, export and import the event log.", no_args_is_help=True)
+key_app = typer.Typer(help="Manage the store's Ed25519 node key.", no_args_is_help=True)
+app.add_typer(log_app, name="log")
+app.add_typer(key_app, name="key")
+
+
+def _with_engine(action: Any) -> None:
+    """Run an administrative action on the store directly (SQLite serializes it with any daemon)."""
+    from memoree.engine import Engine
+    from memoree.errors import MemoreeError
+    from memoree.paths import data_dir
+
+    try:
+        engine = Engine(OPTIONS.data_dir or data_dir())
+        try:
+            result = action(engine)
+        finally:
+            engine.close()
+    except MemoreeError as exc:
+        _print_json({"v": 1, "request_id": _request_id(), "ok": False, "error": exc.to_body(), "warnings": []})
+        raise typer.Exit(exc.exit_code) from None
+    _print_json({"v": 1, "request_id": _request_id(), "ok": True, "result": result, "warnings": []})
+
+
+@app.command()
+def verify() -> None:
+    """Check the hash chain, checkpoints, signatures, blobs and every projection (writes nothing)."""
+    _send("verify", {})
+
+
+@log_app.command("seal")
+def log_seal() -> None:
+    """Close the current Merkle batch: sign a checkpoint over every event so far."""
+    from memoree import audit
+
+    def action(engine: Any) -> dict[str, Any]:
+        checkpoint = audit.seal(engine)
+        return {"sealed": checkpoint is not None,
+                "checkpoint": audit.checkpoint_document(checkpoint) if checkpoint else None,
+                "last_commit_seq": engine.head()}
+
+    _with_engine(action)
+
+
+@log_app.command("checkpoints")
+def log_checkpoints() -> None:
+    """List the signed checkpoints."""
+    from memoree import audit
+    from memoree.eventlog.checkpoints import list_checkpoints
+
+    _with_engine(lambda engine: {"checkpoints": [audit.checkpoint_document(cp) for cp in list_checkpoints(engine.conn)]})
+
+
+@log_app.command("prove")
+def log_prove(
+    commit_seq: int = typer.Argument(..., help="The event's position."),
+    checkpoint: Optional[int] = typer.Option(None, "--checkpoint", help="Checkpoint number (default: the first covering the event)."),
+) -> None:
+    """Print an RFC 9162 inclusion proof of one event against a signed checkpoint."""
+    from memoree import audit
+
+    _with_engine(lambda engine: audit.prove(engine, commit_seq, checkpoint))
+
+
+@log_app.command("consistency")
+def log_consistency(
+    old: int = typer.Argument(..., help="Older checkpoint number."),
+    new: int = typer.Argument(..., help="Newer checkpoint number."),
+) -> None:
+    """Print the RFC 9162 consistency proof between two checkpoints."""
+    from memoree import audit
+
+    _with_engine(lambda engine: audit.consistency(engine, old, new))
+
+
+@key_app.command("rotate")
+def key_rotate() -> None:
+    """Start a new node-key epoch (earlier signatures stay valid under their epochs)."""
+    from memoree import audit
+
+    def action(engine: Any) -> dict[str, Any]:
+        audit.seal(engine)  # the old epoch signs everything up to the rotation
+        key = engine.rotate_key()
+        return {"epoch": key.epoch, "public_key": key.public_b32, "commit_seq": engine.head()}
+
+    _with_engine(action)
+
+
+@log_app.command("export")
+def log_export(
+    output: Path = typer.Option(..., "--output", help="NDJSON file to write (must not exist)."),
+    blobs: Optional[Path] = typer.Option(None, "--blobs", help="Also copy every referenced blob into this folder."),
+) -> None:
+    """Write the auditor export: every raw event, the signed checkpoints and no-op records."""
+    from memoree import transfer
+
+    _with_engine(lambda engine: transfer.export(engine, output.expanduser().absolute(), blobs.expanduser().absolute() if blobs else None))
+
+
+@log_app.command("import")
+def log_import(
+    export_file: Path = typer.Argument(..., help="An export written by `memoree log export`."),
+    target: Path = typer.Option(..., "--data-dir", help="New, empty data dir to rebuild the store in."),
+    blobs: Optional[Path] = typer.Option(None, "--blobs", help="Folder of blobs written by `log export --blobs`."),
+) -> None:
+    """Rebuild a store from an export by replay (positions preserved), verified before publishing."""
+    from memoree import transfer
+    from memoree.errors import MemoreeError
+
+    try:
+        result = transfer.import_log(export_file, target.expanduser().absolute(), blobs)
+    except MemoreeError as exc:
+        _print_json({"v": 1, "request_id": _request_id(), "ok": False, "error": exc.to_body(), "warnings": []})
+        raise typer.Exit(exc.exit_code) from None
+    _print_json({"v": 1, "request_id": _request_id(), "ok": True, "result": result, "warnings": []})
+
+
+# Agent integration (caller-side, not protocol ops): `memoree mcp`, `remember`, `checkpoint`,
+# `pending`, `compiler` and `import`, defined in memoree.agent_cli.
+from memoree.agent_cli import register as _register_agent_commands  # noqa: E402
+
+_register_agent_commands(app, OPTIONS)
+
+
+# Retrieval: search, recall, context build, probe, citation get, and the evaluator.
+
+citation_app = typer.Typer(help="Fetch exactly the bytes a citation names.", no_args_is_help=True)
+app.add_typer(citation_app, name="citation")
+
+QueryArgument = typer.Argument(..., help="The query (words, \"quoted phrases\", IDENTIFIER-123).")
+NoRecencyOption = typer.Option(False, "--no-recency", help="Disable the bounded recency nudge (pure lexical order).")
+MinCommitSeqOption = typer.Option(None, "--min-commit-seq", help="Answer INDEX_NOT_READY until this commit is visible.")
+
+
+def _retrieval_input(query: list[str], horizon: str, reason: Optional[str], no_recency: bool,
+                     min_commit_seq: Optional[int], **fields: Any) -> dict[str, Any]:
+    payload = _drop_none(query=" ".join(query), horizon=horizon, reason=reason,
+                         min_commit_seq=min_commit_seq, **fields)
+    if no_recency:
+        payload["recency"] = {"enabled": False}
+    return payload
+
+
+@app.command("search")
+def search_command(
+    query: list[str] = QueryArgument,
+    horizon: str = HorizonOption,
+    reason: Optional[str] = ReasonOption,
+    limit: int = typer.Option(10, "--limit", help="1 to 100 hits."),
+    include_historical: bool = typer.Option(False, "--include-historical", help="Also old revisions, forgotten, retracted, future and expired."),
+    min_commit_seq: Optional[int] = MinCommitSeqOption,
+    no_recency: bool = NoRecencyOption,
+) -> None:
+    """Ranked hits with exact citations, including unqualified candidates."""
+    _send("search", _retrieval_input(query, horizon, reason, no_recency, min_commit_seq, limit=limit,
+                                     include_historical=include_historical or None))
+
+
+@app.command("recall")
+def recall_command(
+    query: list[str] = QueryArgument,
+    horizon: str = HorizonOption,
+    reason: Optional[str] = ReasonOption,
+    max_claims: int = typer.Option(5, "--max-claims", help="1 to 10."),
+    max_artifact_refs: int = typer.Option(3, "--max-artifact-refs", help="1 to 20."),
+    max_excerpt_bytes: int = typer.Option(320, "--max-excerpt-bytes", help="1 to 1024."),
+    max_candidate_claims: int = typer.Option(0, "--max-candidate-claims", help="0 to 16 unqualified claim leads."),
+    max_candidate_artifact_refs: int = typer.Option(0, "--max-candidate-artifact-refs", help="0 to 16 unqualified artifact leads."),
+    min_commit_seq: Optional[int] = MinCommitSeqOption,
+    no_recency: bool = NoRecencyOption,
+) -> None:
+    """Claim-first recall: current or disputed claims with evidence, then artifact references."""
+    _send("memory.recall", _retrieval_input(
+        query, horizon, reason, no_recency, min_commit_seq, max_claims=max_claims,
+        max_artifact_refs=max_artifact_refs, max_excerpt_bytes=max_excerpt_bytes,
+        max_candidate_claims=max_candidate_claims, max_candidate_artifact_refs=max_candidate_artifact_refs,
+    ))
+
+
+@context_app.command("build")
+def context_build_command(
+    query: list[str] = QueryArgument,
+    horizon: str = HorizonOption,
+    reason: Optional[str] = ReasonOption,
+    limit: int = typer.Option(10, "--limit", help="1 to 100 hits."),
+    max_bytes: int = typer.Option(16384, "--max-bytes", help="Byte budget of the rendered Markdown."),
+    include_historical: bool = typer.Option(False, "--include-historical"),
+    min_commit_seq: Optional[int] = MinCommitSeqOption,
+    no_recency: bool = NoRecencyOption,
+) -> None:
+    """Render qualified hits as byte-bounded Markdown with every source line quoted."""
+    _send("context.build", _retrieval_input(
+        query, horizon, reason, no_recency, min_commit_seq, limit=limit, max_bytes=max_bytes,
+        include_historical=include_historical or None,
+    ))
+
+
+@app.command("probe")
+def probe_command(
+    query: list[str] = QueryArgument,
+    original_query: Optional[str] = typer.Option(None, "--original-query", help="The question this probe reformulates."),
+    horizon: str = HorizonOption,
+    reason: Optional[str] = ReasonOption,
+    max_leads: int = typer.Option(8, "--max-leads", help="1 to 8."),
+    min_commit_seq: Optional[int] = MinCommitSeqOption,
+    no_recency: bool = NoRecencyOption,
+) -> None:
+    """List unqualified leads (exact citations, no content) worth fetching explicitly."""
+    _send("memory.probe", _retrieval_input(query, horizon, reason, no_recency, min_commit_seq,
+                                           original_query=original_query, max_leads=max_leads))
+
+
+@citation_app.command("get")
+def citation_get_command(
+    citation: str = typer.Argument(..., help="memoree://artifact/ART@REV#START-END"),
+    max_bytes: int = typer.Option(8192, "--max-bytes", help="4 to 8192."),
+) -> None:
+    """Fetch exactly the cited bytes of an artifact revision."""
+    _send("citation.get", {"citation": citation, "max_bytes": max_bytes})
+
+
+@app.command("eval")
+def eval_command(
+    corpus_dir: Path = typer.Argument(..., help="A corpus folder with seed.jsonl, cases.jsonl and baseline.json."),
+    case: Optional[list[str]] = typer.Option(None, "--case", help="Run only this case (repeatable; skips the baseline)."),
+    case_timeout_ms: int = typer.Option(60000, "--case-timeout-ms", help="Soft per-case budget (slow cases are listed)."),
+    suite_timeout_ms: int = typer.Option(600000, "--suite-timeout-ms", help="Hard suite deadline (exit 124, no report)."),
+) -> None:
+    """Seed a temporary store from a corpus, run every case, print metrics, gate on the baseline."""
+    from memoree.evaluation import CorpusError, EvalOptions, main_report
+
+    options = EvalOptions(case_ids=tuple(case or ()), case_timeout_ms=case_timeout_ms,
+                          suite_timeout_ms=suite_timeout_ms)
+    try:
+        report, exit_code = main_report(corpus_dir.expanduser().resolve(), options)
+    except (CorpusError, OSError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if report is None:
+        typer.echo(f"error: the suite passed its {suite_timeout_ms} ms deadline", err=True)
+    else:
+        _print_json(report)
+    raise typer.Exit(exit_code)
+
+
+# The signed fact plane (emem): `memoree band ...`, `memoree fact ...`, `memoree receipt verify`.
+
+band_app = typer.Typer(help="Register and list the bands signed facts are recorded in.", no_args_is_help=True)
+fact_app = typer.Typer(help="Attest and recall signed facts at a cell64.", no_args_is_help=True)
+receipt_app = typer.Typer(help="Check signed receipts offline.", no_args_is_help=True)
+app.add_typer(band_app, name="band")
+app.add_typer(fact_app, name="fact")
+app.add_typer(receipt_app, name="receipt")
+
+ProvenanceOption = typer.Option("human_curated", "--provenance-class", help="deterministic_index, estimator, attested_execution, model_output, human_curated or unclassified.")
+
+
+@band_app.command("add-file")
+def band_add_file(
+    band: str = typer.Argument(..., help="Band key, e.g. soil.ph_topsoil."),
+    csv_file: Path = typer.Argument(..., help="CSV with lat,lng,value columns."),
+    unit: str = typer.Option(..., "--unit", help="The values' unit, e.g. pH, m, degC."),
+    radius_m: float = typer.Option(100.0, "--radius-m", help="Use the nearest sample within this many metres; farther cells get a signed outside_coverage absence."),
+    provenance_class: str = typer.Option("deterministic_index", "--provenance-class", help="What the data honestly is: deterministic_index, estimator, model_output, human_curated, ... (never direct_sensor)."),
+    dataset_id: Optional[str] = typer.Option(None, "--dataset-id", help="Dataset name in the facts' source id (default: the file's stem)."),
+    captured_at: Optional[str] = typer.Option(None, "--captured-at", help="The data's date (RFC 3339), cited as the source's captured_at."),
+    description: Optional[str] = typer.Option(None, "--description"),
+    idempotency_key: Optional[str] = IdemOption,
+) -> None:
+    """Register a band whose values recall reads from a CSV file (stored in the log)."""
+    data, _ = _read_source(str(csv_file))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        typer.echo(f"error: {csv_file} is not UTF-8 text", err=True)
+        raise typer.Exit(2) from None
+    _send("band.register", _drop_none(
+        band=band, unit=unit, tempo="static", provenance_class=provenance_class,
+        description=description, actor=os.environ.get("MEMOREE_ACTOR") or None,
+        file=_drop_none(csv=text, dataset_id=dataset_id or csv_file.stem, radius_m=radius_m,
+                        captured_at=captured_at),
+    ), mutation=True, idempotency_key=idempotency_key)
+
+
+@band_app.command("register")
+def band_register(
+    band: str = typer.Argument(..., help="Band key, e.g. site.noise_db."),
+    unit: str = typer.Option(..., "--unit"),
+    tempo: str = typer.Option("static", "--tempo", help="static, slow, composite_16day, composite_8day, medium, fast or ultra_fast."),
+    provenance_class: str = ProvenanceOption,
+    description: Optional[str] = typer.Option(None, "--description"),
+    idempotency_key: Optional[str] = IdemOption,
+) -> None:
+    """Register a band whose facts agents attest (fact.attest)."""
+    _send("band.register", _drop_none(
+        band=band, unit=unit, tempo=tempo, provenance_class=provenance_class,
+        description=description, actor=os.environ.get("MEMOREE_ACTOR") or None,
+    ), mutation=True, idempotency_key=idempotency_key)
+
+
+@band_app.command("list")
+def band_list() -> None:
+    """List the bands served here (built in, registered, plugins) with their provenance classes."""
+    _send("band.list", {})
+
+
+def _fact_value(text: str) -> Any:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text  # a categorical class id
+    return value if isinstance(value, (int, float, list)) and not isinstance(value, bool) else text
+
+
+@fact_app.command("attest")
+def fact_attest(
+    cell: str = typer.Argument(..., help="cell64, e.g. defi.zb493.xuqA.zcb5f."),
+    band: str = typer.Argument(...),
+    value: str = typer.Argument(..., help="A number, a JSON array of numbers, or a class id."),
+    tslot: Optional[int] = typer.Option(None, "--tslot"),
+    observed_at: Optional[str] = typer.Option(None, "--observed-at", help="RFC 3339; sets the tslot from the band's tempo."),
+    confidence: float = typer.Option(1.0, "--confidence"),
+    idempotency_key: Optional[str] = IdemOption,
+) -> None:
+    """Sign and record one fact in a registered band."""
+    _send("fact.attest", _drop_none(
+        cell=cell, band=band, value=_fact_value(value), tslot=tslot, observed_at=observed_at,
+        confidence=confidence, actor=os.environ.get("MEMOREE_ACTOR") or None,
+    ), mutation=True, idempotency_key=idempotency_key)
+
+
+@fact_app.command("recall")
+def fact_recall(
+    cell: str = typer.Argument(...),
+    band: Optional[list[str]] = typer.Option(None, "--band", help="A band to ensure (repeatable; cold ones materialize)."),
+    tslot: Optional[int] = typer.Option(None, "--tslot"),
+    deterministic: Optional[bool] = typer.Option(None, "--deterministic/--non-deterministic"),
+) -> None:
+    """Recall the signed facts at a cell (the same as POST /v1/recall)."""
+    _send("fact.recall", _drop_none(cell=cell, bands=band, tslot=tslot, deterministic=deterministic))
+
+
+def _receipts_in(document: Any) -> tuple[list[tuple[str, Any]], list[Any]]:
+    """``(where, receipt)`` pairs and the facts of a saved response, envelope or bare receipt."""
+    if isinstance(document, dict) and isinstance(document.get("result"), dict):
+        document = document["result"]  # a protocol envelope around a recall result
+    if isinstance(document, dict) and "signature" in document and "fact_cids" in document:
+        return [("receipt", document)], []
+    if not isinstance(document, dict) or not isinstance(document.get("receipt"), dict):
+        return [], []
+    facts = document.get("facts") if isinstance(document.get("facts"), list) else []
+    if isinstance(document.get("fact"), dict):
+        facts = [document["fact"]]
+    pairs = [("receipt", document["receipt"])]
+    pairs += [(f"facts[{i}].receipt", f["receipt"]) for i, f in enumerate(facts)
+              if isinstance(f, dict) and isinstance(f.get("receipt"), dict)]
+    return pairs, facts
+
+
+def _check_fact_cids(facts: list[Any], receipt: Any) -> list[dict[str, Any]]:
+    """Each fact's cid recomputed from its JSON, and the receipt binding exactly those cids."""
+    from memoree.emem.errors import EmemError
+    from memoree.emem.facts import fact_cid, fact_from_builtins
+
+    problems = []
+    for index, fact in enumerate(facts):
+        try:
+            recomputed = fact_cid(fact_from_builtins(fact))
+        except EmemError as exc:
+            problems.append({"where": f"facts[{index}]", "problem": f"not a fact: {exc}"})
+            continue
+        if recomputed != fact.get("fact_cid"):
+            problems.append({"where": f"facts[{index}]", "problem": "fact_cid does not match its body",
+                             "recomputed": recomputed})
+    listed = [fact.get("fact_cid") for fact in facts if isinstance(fact, dict)]
+    if facts and isinstance(receipt, dict) and receipt.get("fact_cids") != listed:
+        problems.append({"where": "receipt.fact_cids", "problem": "does not list the facts' cids in order"})
+    return problems
+
+
+@receipt_app.command("verify")
+def receipt_verify(
+    file: str = typer.Argument(..., help="A saved /v1/recall response (or a bare receipt, or a protocol envelope); - for stdin."),
+    pubkey: Optional[str] = typer.Option(None, "--pubkey", help="Verify under this base32 key instead of each receipt's responder."),
+) -> None:
+    """Check a saved response offline: every receipt's signature and proof, every fact_cid."""
+    from memoree.errors import MemoreeError
+    from memoree.queries.facts import verify_receipt_document
+
+    data, _ = _read_source(file)
+    try:
+        document = json.loads(data)
+    except ValueError as exc:
+        _print_json({"ok": False, "error": {"code": "INVALID_REQUEST", "message": f"invalid request: {file} is not JSON: {exc}", "retryable": False, "details": None}})
+        raise typer.Exit(2) from None
+    pairs, facts = _receipts_in(document)
+    if not pairs:
+        _print_json({"ok": False, "error": {"code": "INVALID_REQUEST", "message": "invalid request: no receipt found (expected a recall response, an envelope around one, or a receipt)", "retryable": False, "details": None}})
+        raise typer.Exit(2)
+    verdicts = []
+    for where, receipt in pairs:
+        try:
+            verdict = verify_receipt_document(None, receipt, pubkey)
+        except MemoreeError as exc:
+            verdict = {"valid": False, "error": exc.to_body()}
+        verdicts.append({"where": where, **verdict})
+    problems = _check_fact_cids(facts, pairs[0][1])
+    valid = all(v["valid"] for v in verdicts) and not problems
+    _print_json({"ok": True, "result": {"valid": valid, "receipts": verdicts, "fact_problems": problems,
+                                        "note": "offline: a reshaped receipt cannot be told from a forged one; POST /v1/verify_receipt to the responder can"}})
+    raise typer.Exit(0 if valid else 1)
+
+
+backup_app = typer.Typer(help="Create and restore verified backups.", no_args_is_help=True)
+app.add_typer(backup_app, name="backup")
+
+
+@backup_app.command("create")
+def backup_create(destination: Path = typer.Argument(..., help="New folder for the backup (must not exist).")) -> None:
+    """Seal, snapshot, verify by replay and atomically publish a backup at DESTINATION."""
+    _send("backup.create", {"destination": str(destination.expanduser().absolute())})
+
+
+@backup_app.command("restore")
+def backup_restore(
+    source: Path = typer.Argument(..., help="A backup folder made by `memoree backup create`."),
+    target: Path = typer.Option(..., "--data-dir", help="New, empty data dir to restore into."),
+) -> None:
+    """Restore a backup into a new data dir; it is verified before it appears there."""
+    from memoree import backup
+    from memoree.errors import MemoreeError
+
+    try:
+        result = backup.restore(source.expanduser().absolute(), target.expanduser().absolute())
+    except MemoreeError as exc:
+        _print_json({"v": 1, "request_id": _request_id(), "ok": False, "error": exc.to_body(), "warnings": []})
+        raise typer.Exit(exc.exit_code) from None
+    _print_json({"v": 1, "request_id": _request_id(), "ok": True, "result": result, "warnings": []})

@@ -25,11 +25,13 @@ __all__ = [
 ]
 
 MARKER_NAME = ".memoree.toml"
-# Ops that never receive an ambient context from the client (a test keeps this equal to the
-# registry's ``needs_context=False`` set, so the fast client need not import the registry).
+# Ops known to need no ambient context, so the fast client skips resolving one for them (it need
+# not import the registry). An op missing here merely gets a context attached, which the service
+# does not echo; a test keeps every op listed here context-free in the registry.
 CONTEXT_FREE_OPS = frozenset({
     "capabilities", "instructions", "schema", "artifact.get", "artifact.history", "claim.get",
-    "claim.history", "doctor", "verify", "backup.create", "citation.get",
+    "claim.history", "doctor", "verify", "backup.create", "citation.get", "fact.identity",
+    "band.list",
 })
 _CONTEXT_KEYS = {"workspace_id", "project_id", "task_id", "component", "pins"}
 

@@ -77,8 +77,14 @@ class Writer(threading.Thread):
         self.inbox.put(None)
 
     def run(self) -> None:
+        from memoree.audit import BATCH_SECONDS
+
         while True:
-            item = self.inbox.get()
+            try:
+                item = self.inbox.get(timeout=BATCH_SECONDS)
+            except queue.Empty:
+                self._seal(force_age=True)
+                continue
             if item is None:
                 return
             batch = [item]
@@ -92,6 +98,18 @@ class Writer(threading.Thread):
                     break
                 batch.append(extra)
             self._process(batch)
+            self._seal(force_age=False)
+
+    def _seal(self, *, force_age: bool) -> None:
+        """Close a Merkle batch when one is full, or (on idle) when any event is unsealed."""
+        from memoree.audit import maybe_seal
+
+        try:
+            maybe_seal(self.service.engine, force_age=force_age)
+        except Exception as exc:  # sealing must never take the writer down
+            from memoree.log import logger
+
+            logger().error("seal_failed", exc_info=exc)
 
     def _process(self, batch: list[tuple[bytes, Future[bytes]]]) -> None:
         mutations = [(raw, fut) for raw, fut in batch if self._is_mutation(raw)]
@@ -139,8 +157,10 @@ class Daemon:
     """A listening socket, its locks, the connection threads and the writer."""
 
     def __init__(self, service: Any, endpoint: Endpoint, *, lifecycle_owner: str = "external",
-                 allow_non_loopback: bool = False) -> None:
+                 allow_non_loopback: bool = False, http: tuple[str, int] | None = None) -> None:
         self.service = service
+        self.http_address = http  # optional emem REST front (memoree.rest_server), same writer
+        self.http: Any = None
         self.endpoint = endpoint
         self.lifecycle_owner = lifecycle_owner
         self.allow_non_loopback = allow_non_loopback
@@ -162,6 +182,12 @@ class Daemon:
         }
         self.listener = self._listen()
         self.writer.start()
+        if self.http_address is not None:
+            from memoree.rest_server import serve_daemon_http
+
+            self.http = serve_daemon_http(self, *self.http_address,
+                                          allow_non_loopback=self.allow_non_loopback)
+            self.service.daemon_info["http_endpoint"] = self.http.url
 
     def _listen(self) -> socket.socket:
         if self.endpoint.kind == "unix":
@@ -242,6 +268,8 @@ class Daemon:
                 self.slots.release()
 
     def _shutdown(self) -> None:
+        if self.http is not None:
+            self.http.stop()  # before the writer stops, so no HTTP request waits on it forever
         if self.listener is not None:
             self.listener.close()
         if self.endpoint.kind == "unix":
@@ -280,12 +308,13 @@ def _answers(path: Path) -> bool:
 
 
 def serve(data_dir: Path, endpoint: Endpoint, *, lifecycle_owner: str = "external",
-          allow_non_loopback: bool = False) -> None:
-    """Run a daemon until SIGINT or SIGTERM."""
+          allow_non_loopback: bool = False, http: tuple[str, int] | None = None) -> None:
+    """Run a daemon until SIGINT or SIGTERM (with the emem REST front when ``http`` is given)."""
     from memoree.service import Service
 
     service = Service(data_dir)
-    daemon = Daemon(service, endpoint, lifecycle_owner=lifecycle_owner, allow_non_loopback=allow_non_loopback)
+    daemon = Daemon(service, endpoint, lifecycle_owner=lifecycle_owner, allow_non_loopback=allow_non_loopback,
+                    http=http)
     daemon.start()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: daemon.stop())

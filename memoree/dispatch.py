@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoree.queries import conflicts, entities, relations
+from memoree.queries import (
+    citations,
+    conflicts,
+    context_build,
+    entities,
+    probe,
+    recall,
+    relations,
+    search,
+)
 
 __all__ = ["install"]
 
@@ -24,6 +33,8 @@ def install(service: Any) -> None:
         "instructions": lambda request, inp: discovery.instructions(inp.format),
         "schema": lambda request, inp: discovery.schema_bundle(),
         "doctor": lambda request, inp: doctor(service),
+        "verify": lambda request, inp: _verify(service),
+        "backup.create": lambda request, inp: _backup(service, inp),
         "artifact.get": lambda request, inp: entities.artifact_get(engine().conn, engine().cas, inp),
         "artifact.history": lambda request, inp: entities.artifact_history(engine().conn, inp),
         "claim.get": lambda request, inp: entities.claim_get(engine().conn, inp),
@@ -32,7 +43,46 @@ def install(service: Any) -> None:
             engine().conn, request.context.scope(), request.context.pins, inp),
         "conflict.list": lambda request, inp: conflicts.conflict_list(
             engine().conn, request.context.scope(), inp),
+        "search": lambda request, inp: search.search(read_scope(engine(), request), inp),
+        "memory.recall": lambda request, inp: recall.recall(read_scope(engine(), request), inp),
+        "context.build": lambda request, inp: context_build.context_build(
+            read_scope(engine(), request), inp),
+        "memory.probe": lambda request, inp: probe.probe(read_scope(engine(), request), inp),
+        "citation.get": lambda request, inp: citations.citation_get(engine().conn, engine().cas, inp),
     })
+    from memoree import factops
+
+    service.readers.update({
+        "fact.recall": lambda request, inp: factops.recall(engine(), inp),
+        "receipt.verify": lambda request, inp: factops.verify_receipt(engine(), inp),
+        "fact.identity": lambda request, inp: factops.identity(engine()),
+        "band.list": lambda request, inp: factops.band_list(engine()),
+    })
+
+
+def read_scope(engine: Any, request: Any) -> Any:
+    """What a retrieval read needs: the store, the caller's context and pins, now, the log head."""
+    context = request.context
+    return search.ReadScope(
+        conn=engine.conn, ambient=context.scope(), pins=tuple(context.pins),
+        now=engine.handler.clock(), head=engine.head(), cas=engine.cas,
+    )
+
+
+def _verify(service: Any) -> dict[str, Any]:
+    from memoree.audit import verify
+
+    return verify(service.engine)
+
+
+def _backup(service: Any, inp: Any) -> dict[str, Any]:
+    from pathlib import Path
+
+    from memoree import backup
+    from memoree.inputs import check_text
+
+    check_text("destination", inp.destination, 4096)
+    return backup.create(service.engine, Path(inp.destination))
 
 
 def doctor(service: Any) -> dict[str, Any]:

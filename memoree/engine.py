@@ -69,6 +69,9 @@ class Engine:
         self.keys = KeyRing(self.data_dir / "keys")
         self.projectors: list[Projector] = sync_projectors(self.cas)
         self.handler = CommandHandler(self.log, self.cas, self.projectors, clock=clock, new_id=id_factory)
+        from memoree.commands.facts import install as install_fact_commands
+
+        install_fact_commands(self)  # band.register, fact.attest: they sign with the node key
         self._bring_projections_up_to_date()
 
     @property

@@ -238,3 +238,147 @@ __all__ += [
     "ConflictListInput", "EntityType", "HorizonName", "RelationListInput", "RelationPutInput",
     "RelationType", "check_reason",
 ]
+
+
+# Retrieval (search, memory.recall, context.build, citation.get, memory.probe, memory.retrieve).
+
+
+class RecencyInput(_Input, kw_only=True):
+    """The bounded recency nudge (`bounded_recency_v1`); disabling it gives pure lexical order."""
+
+    enabled: bool = True
+
+
+class SearchInput(_Input, kw_only=True):
+    query: str
+    horizon: HorizonName = "ambient"
+    reason: str | None = None
+    limit: int = 10
+    include_historical: bool = False
+    min_commit_seq: int | None = None
+    recency: RecencyInput = msgspec.field(default_factory=RecencyInput)
+
+
+class RecallInput(_Input, kw_only=True):
+    query: str
+    horizon: HorizonName = "ambient"
+    reason: str | None = None
+    max_claims: int = 5
+    max_artifact_refs: int = 3
+    max_excerpt_bytes: int = 320
+    max_candidate_claims: int = 0
+    max_candidate_artifact_refs: int = 0
+    min_commit_seq: int | None = None
+    recency: RecencyInput = msgspec.field(default_factory=RecencyInput)
+
+
+class ContextBuildInput(SearchInput, kw_only=True):
+    max_bytes: int = 16384
+
+
+class CitationGetInput(_Input, kw_only=True):
+    citation: str
+    max_bytes: int = 8192
+
+
+class ProbeInput(_Input, kw_only=True):
+    query: str
+    original_query: str | None = None
+    horizon: HorizonName = "ambient"
+    reason: str | None = None
+    max_leads: int = 8
+    min_commit_seq: int | None = None
+    recency: RecencyInput = msgspec.field(default_factory=RecencyInput)
+
+
+__all__ += [
+    "CitationGetInput", "ContextBuildInput", "ProbeInput", "RecallInput", "RecencyInput",
+    "SearchInput",
+]
+
+
+# The signed fact plane (emem): band.register, band.list, fact.attest, fact.recall,
+# receipt.verify, fact.identity. The emem scope four-tuple is always given explicitly here, never
+# derived from the ambient context.
+
+ProvenanceClassName = Literal["direct_sensor", "deterministic_index", "estimator",
+                              "attested_execution", "model_output", "human_curated", "unclassified"]
+TempoName = Literal["static", "slow", "composite_16day", "composite_8day", "medium", "fast",
+                    "ultra_fast"]
+
+
+class FactScopeInput(_Input, kw_only=True):
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    org_id: str | None = None
+
+
+class FactSourceInput(_Input, kw_only=True):
+    scheme: str
+    id: str
+    url: str | None = None
+    captured_at: str | None = None
+
+
+class BandFileInput(_Input, kw_only=True):
+    """A CSV file band: ``lat,lng,value`` rows; recall reads the nearest sample within ``radius_m``."""
+
+    csv: str
+    dataset_id: str
+    radius_m: float = 100.0
+    captured_at: str | None = None
+
+
+class BandRegisterInput(_Input, kw_only=True):
+    band: str
+    unit: str
+    tempo: TempoName = "static"
+    provenance_class: ProvenanceClassName = "human_curated"
+    description: str | None = None
+    file: BandFileInput | None = None
+    actor: str | None = None
+
+
+class FactAttestInput(_Input, kw_only=True):
+    cell: str
+    band: str
+    value: int | float | str | list[int | float]
+    tslot: int | None = None
+    observed_at: str | None = None
+    unit: str | None = None
+    confidence: float = 1.0
+    source: FactSourceInput | None = None
+    scope: FactScopeInput | None = None
+    actor: str | None = None
+
+
+class FactRecallInput(_Input, kw_only=True):
+    """emem's RecallReq (``band`` is merged first into ``bands``; ``bands: []`` means every band)."""
+
+    cell: str
+    band: str | None = None
+    bands: list[str] | None = None
+    tslot: int | None = None
+    as_of_tslot: int | None = None
+    as_of_signed_at: str | None = None
+    scope: FactScopeInput | None = None
+    provenance: list[ProvenanceClassName] | None = None
+    deterministic: bool | None = None
+
+
+class ReceiptVerifyInput(_Input, kw_only=True):
+    receipt: dict[str, Any]
+    pubkey_b32: str | None = None
+
+
+__all__ += [
+    "BandFileInput", "BandRegisterInput", "FactAttestInput", "FactRecallInput", "FactScopeInput",
+    "FactSourceInput", "ProvenanceClassName", "ReceiptVerifyInput", "TempoName",
+]
+
+
+class BackupCreateInput(_Input, kw_only=True):
+    """``backup.create``: an absolute destination that must not exist yet."""
+
+    destination: str

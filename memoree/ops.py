@@ -36,6 +36,8 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("instructions", inputs.InstructionsInput),
     OpSpec("schema", inputs.EmptyInput),
     OpSpec("doctor", inputs.EmptyInput),
+    OpSpec("verify", inputs.EmptyInput),
+    OpSpec("backup.create", inputs.BackupCreateInput, side_effecting=True),
     OpSpec("artifact.put", inputs.ArtifactPutInput, mutating=True, needs_context=True),
     OpSpec("artifact.get", inputs.ArtifactGetInput),
     OpSpec("artifact.revise", inputs.ArtifactReviseInput, mutating=True, needs_context=True),
@@ -49,6 +51,19 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("relation.put", inputs.RelationPutInput, mutating=True, needs_context=True),
     OpSpec("relation.list", inputs.RelationListInput, needs_context=True, horizon=True),
     OpSpec("conflict.list", inputs.ConflictListInput, needs_context=True, horizon=True),
+    OpSpec("search", inputs.SearchInput, needs_context=True, horizon=True),
+    OpSpec("memory.recall", inputs.RecallInput, needs_context=True, horizon=True),
+    OpSpec("context.build", inputs.ContextBuildInput, needs_context=True, horizon=True),
+    OpSpec("memory.probe", inputs.ProbeInput, needs_context=True, horizon=True),
+    OpSpec("citation.get", inputs.CitationGetInput),
+    # The signed fact plane (emem). fact.recall may write (a cold band materializes) but is not a
+    # protocol mutation: no idempotency key, no ambient context (emem's scope is in the input).
+    OpSpec("band.register", inputs.BandRegisterInput, mutating=True, needs_context=True),
+    OpSpec("band.list", inputs.EmptyInput),
+    OpSpec("fact.attest", inputs.FactAttestInput, mutating=True, needs_context=True),
+    OpSpec("fact.recall", inputs.FactRecallInput, side_effecting=True),
+    OpSpec("receipt.verify", inputs.ReceiptVerifyInput),
+    OpSpec("fact.identity", inputs.EmptyInput),
 )
 
 

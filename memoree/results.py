@@ -13,6 +13,11 @@ from memoree.queries.records import (
     ClaimRecord,
 )
 from memoree.queries.relations import RelationList, RelationMutationResult
+from memoree.queries.citations import CitationResult
+from memoree.queries.context_build import ContextBuildResult
+from memoree.queries.probe import ProbeResult
+from memoree.queries.recall import RecallResult
+from memoree.queries.search import SearchResult
 
 __all__ = ["RESULT_TYPES"]
 
@@ -30,4 +35,13 @@ RESULT_TYPES: dict[str, Any] = {
     "relation.put": RelationMutationResult,
     "relation.list": RelationList,
     "conflict.list": ConflictList,
+    "search": SearchResult,
+    "memory.recall": RecallResult,
+    "context.build": ContextBuildResult,
+    "memory.probe": ProbeResult,
+    "citation.get": CitationResult,
 }
+
+from memoree.queries.fact_results import BandMutationResult, FactAttestResult  # noqa: E402
+
+RESULT_TYPES.update({"band.register": BandMutationResult, "fact.attest": FactAttestResult})

@@ -117,7 +117,10 @@ class Service:
         if inp is None:
             inp = decode_input(spec, request.input)
         context = None
-        if request.context is not None:
+        # A context the client attached on its own (marker, session, personal) to an op that needs
+        # none is not echoed: only contexts the op uses or the caller sent explicitly are.
+        attached_only = request.context_source not in ("none", "explicit") and not spec.needs_context
+        if request.context is not None and not attached_only:
             ctx = request.context
             context = ResolvedContext(
                 workspace_id=ctx.workspace_id, project_id=ctx.project_id, task_id=ctx.task_id,

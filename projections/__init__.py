@@ -12,6 +12,7 @@ from memoree.eventlog.cas import ContentStore
 from .base import Projector
 from .conflicts import ConflictsProjector
 from .entities import EntitiesProjector
+from .facts import FactsProjector
 from .fts import FtsProjector
 from .idempotency import IdempotencyProjector
 from .keys import KeysProjector
@@ -27,4 +28,4 @@ def sync_projectors(cas: ContentStore) -> list[Projector]:
     """Fresh instances of every synchronous projector, in apply order (fts reads bodies from ``cas``)."""
     # relations before conflicts: conflict cases read the relation rows already projected.
     return [EntitiesProjector(), RelationsProjector(), ConflictsProjector(), FtsProjector(cas),
-            KeysProjector(), IdempotencyProjector()]
+            KeysProjector(), FactsProjector(), IdempotencyProjector()]

@@ -48,7 +48,7 @@ _MILLISECOND = timedelta(milliseconds=1)
 
 
 def derived_id(prefix: str, at: str, commit_seq: int, ordinal: int) -> str:
-    """A ULID-shaped id: the event's ``at`` in milliseconds, then 80 bits of a hash of its position."""
+    """A ULID-shaped id: the event's ``at`` in milliseconds, then 80 bits hashed from position."""
     instant = datetime.fromisoformat(at.replace("Z", "+00:00"))
     millis = max(0, (instant - _EPOCH) // _MILLISECOND) & ((1 << 48) - 1)
     tail = blake3(f"{prefix}\0{commit_seq}\0{ordinal}".encode()).digest()[:10]
@@ -91,7 +91,8 @@ class _EventPass:
 
     def move_head(self, claim_id: str, revision_id: str) -> None:
         self.conn.execute(
-            "UPDATE conflict_claim_heads SET revision_id = ? WHERE claim_id = ?", (revision_id, claim_id)
+            "UPDATE conflict_claim_heads SET revision_id = ? WHERE claim_id = ?",
+            (revision_id, claim_id),
         )
 
     def end_life(self, claim_id: str, status: str) -> None:
@@ -101,7 +102,8 @@ class _EventPass:
         )
         if status == "superseded":
             self.conn.execute(
-                "UPDATE claims SET status = 'superseded' WHERE id = ? AND status IN ('active', 'conflicted')",
+                "UPDATE claims SET status = 'superseded' "
+                "WHERE id = ? AND status IN ('active', 'conflicted')",
                 (claim_id,),
             )
 
@@ -109,13 +111,15 @@ class _EventPass:
         """``(relation_id, source claim, target claim)`` of earlier contradictions, oldest first."""
         return self.conn.execute(
             "SELECT id, source_id, target_id FROM relations WHERE relation = 'contradicts' "
-            "AND ((source_type = 'claim' AND source_id = ?) OR (target_type = 'claim' AND target_id = ?)) "
+            "AND ((source_type = 'claim' AND source_id = ?) "
+            "OR (target_type = 'claim' AND target_id = ?)) "
             "AND relation_commit_seq < ? ORDER BY relation_commit_seq",
             (claim_id, claim_id, self.event.commit_seq),
         ).fetchall()
 
-    def open_case(self, relation_id: str, source_claim_id: str, target_claim_id: str, reason: str) -> None:
-        """Open a case over both claims' current revisions, unless either is terminal or it is open."""
+    def open_case(self, relation_id: str, source_claim_id: str, target_claim_id: str,
+                  reason: str) -> None:
+        """Open a case over both claims' current revisions, unless one is terminal or it is open."""
         source, target = self.head(source_claim_id), self.head(target_claim_id)
         if source is None or target is None or source[1] or target[1]:
             return
@@ -135,25 +139,28 @@ class _EventPass:
         case_id = self.mint("ccase")
         self.conn.execute(
             "INSERT INTO conflict_cases (case_sequence, case_id, relation_id, source_claim_id, "
-            "source_revision_id, target_claim_id, target_revision_id, state, opened_at, updated_at, "
-            "state_reason, opened_commit_seq) VALUES ((SELECT coalesce(max(case_sequence), 0) + 1 "
-            "FROM conflict_cases), ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?)",
+            "source_revision_id, target_claim_id, target_revision_id, state, opened_at, "
+            "updated_at, state_reason, opened_commit_seq) VALUES ((SELECT "
+            "coalesce(max(case_sequence), 0) + 1 FROM conflict_cases), ?, ?, ?, ?, ?, ?, 'open', "
+            "?, ?, ?, ?)",
             (case_id, relation_id, source_claim_id, source[0], target_claim_id, target[0],
              self.event.at, self.event.at, reason, self.event.commit_seq),
         )
-        self.record(_Case(case_id, source_claim_id, source[0], target_claim_id, target[0]), "opened", reason)
+        case = _Case(case_id, source_claim_id, source[0], target_claim_id, target[0])
+        self.record(case, "opened", reason)
 
     def close_open_cases(self, claim_id: str, state: str, reason: str) -> None:
         """Move every open case involving ``claim_id`` to ``state`` (stale or resolved)."""
         rows = self.conn.execute(
-            "SELECT case_id, source_claim_id, source_revision_id, target_claim_id, target_revision_id "
-            "FROM conflict_cases WHERE state = 'open' AND (source_claim_id = ? OR target_claim_id = ?) "
-            "ORDER BY case_sequence",
+            "SELECT case_id, source_claim_id, source_revision_id, target_claim_id, "
+            "target_revision_id FROM conflict_cases WHERE state = 'open' "
+            "AND (source_claim_id = ? OR target_claim_id = ?) ORDER BY case_sequence",
             (claim_id, claim_id),
         ).fetchall()
         for case in map(_Case._make, rows):
             self.conn.execute(
-                "UPDATE conflict_cases SET state = ?, state_reason = ?, updated_at = ? WHERE case_id = ?",
+                "UPDATE conflict_cases SET state = ?, state_reason = ?, updated_at = ? "
+                "WHERE case_id = ?",
                 (state, reason, self.event.at, case.case_id),
             )
             self.record(case, state, reason)

@@ -36,6 +36,8 @@ OP_FOR_EVENT = {
     "claim.revised": "claim.revise",
     "claim.retracted": "claim.retract",
     "relation.added": "relation.put",
+    "band.registered": "band.register",
+    "fact.attested": "fact.attest",
 }
 
 
@@ -71,7 +73,15 @@ RESULT_BUILDERS: dict[str, ResultBuilder] = {
     "claim.revised": _claim_result,
     "claim.retracted": _claim_result,
     "relation.added": _relation_result,
+    "band.registered": lambda conn, event: _fact_results().band_registered_result(conn, event),
+    "fact.attested": lambda conn, event: _fact_results().fact_attested_result(conn, event),
 }
+
+
+def _fact_results():  # type: ignore[no-untyped-def]
+    from memoree.queries import fact_results
+
+    return fact_results
 
 _encode = msgspec.json.Encoder().encode
 

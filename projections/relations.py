@@ -40,8 +40,10 @@ CREATE TABLE IF NOT EXISTS relations (
     relation_commit_seq INTEGER NOT NULL UNIQUE,
     UNIQUE (source_type, source_id, relation, target_type, target_id)
 ) STRICT;
-CREATE INDEX IF NOT EXISTS relations_by_source ON relations(source_type, source_id, relation_commit_seq);
-CREATE INDEX IF NOT EXISTS relations_by_target ON relations(target_type, target_id, relation_commit_seq);
+CREATE INDEX IF NOT EXISTS relations_by_source
+    ON relations(source_type, source_id, relation_commit_seq);
+CREATE INDEX IF NOT EXISTS relations_by_target
+    ON relations(target_type, target_id, relation_commit_seq);
 """
 
     def apply(self, conn: Any, event: RecordedEvent) -> None:

@@ -104,13 +104,16 @@ def _case_from_row(conn: Any, row: tuple[Any, ...]) -> ConflictCase:
         case_id=case_id, relation_id=relation_id, state=state,
         source=_side(conn, source_id, source_rev), target=_side(conn, target_id, target_rev),
         metadata=msgspec.json.decode(metadata),
-        context=OwnerContext(workspace_id=ws, project_id=prj, task_id=task, component=component, pins=[]),
+        context=OwnerContext(workspace_id=ws, project_id=prj, task_id=task, component=component,
+                             pins=[]),
         opened_at=opened_at, updated_at=updated_at, state_reason=reason,
         opened_commit_seq=opened_seq, case_sequence=sequence,
     )
 
 
-def _fit_page(conn: Any, rows: list[tuple[Any, ...]], limit: int) -> tuple[list[ConflictCase], bool]:
+def _fit_page(
+    conn: Any, rows: list[tuple[Any, ...]], limit: int
+) -> tuple[list[ConflictCase], bool]:
     items: list[ConflictCase] = []
     used = 0
     for row in rows[:limit]:

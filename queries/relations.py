@@ -86,7 +86,8 @@ def relation_from_row(row: Sequence[Any]) -> RelationRecord:
     return RelationRecord(
         relation_id=relation_id, source_type=source_type, source_id=source_id, relation=relation,
         target_type=target_type, target_id=target_id, metadata=msgspec.json.decode(metadata),
-        context=OwnerContext(workspace_id=ws, project_id=prj, task_id=task, component=component, pins=[]),
+        context=OwnerContext(workspace_id=ws, project_id=prj, task_id=task, component=component,
+                             pins=[]),
         created_at=created_at, relation_commit_seq=commit_seq,
     )
 
@@ -123,7 +124,7 @@ def horizon_filter(alias: str, ambient: Scope, horizon: str) -> tuple[str, tuple
 
 
 def pinned_artifact_ids(pins: Sequence[str]) -> set[str]:
-    """Artifact ids named by pins (``ART``, ``ART@REV``, optionally ``memoree://artifact/``-prefixed)."""
+    """Artifact ids that pins name: ``ART`` or ``ART@REV``, maybe ``memoree://artifact/``-led."""
     ids = set()
     for pin in pins:
         bare = pin.removeprefix("memoree://artifact/")
@@ -131,7 +132,9 @@ def pinned_artifact_ids(pins: Sequence[str]) -> set[str]:
     return ids
 
 
-def relation_list(conn: Any, ambient: Scope, pins: Sequence[str], inp: RelationListInput) -> RelationList:
+def relation_list(
+    conn: Any, ambient: Scope, pins: Sequence[str], inp: RelationListInput
+) -> RelationList:
     check_id("entity_id", inp.entity_id)
     check_reason(inp.reason)
     limit = check_limit("limit", inp.limit, limits.MAX_RELATION_LIST_ITEMS)
@@ -150,7 +153,8 @@ def relation_list(conn: Any, ambient: Scope, pins: Sequence[str], inp: RelationL
 def _anchor_owner(conn: Any, entity_type: str, entity_id: str) -> Scope | None:
     table = "artifacts" if entity_type == "artifact" else "claims"
     row = conn.execute(
-        f"SELECT workspace_id, project_id, task_id, component FROM {table} WHERE id = ?", (entity_id,)
+        f"SELECT workspace_id, project_id, task_id, component FROM {table} WHERE id = ?",
+        (entity_id,),
     ).fetchone()
     return None if row is None else Scope(*row)
 
@@ -189,7 +193,9 @@ def _page_rows(conn: Any, ambient: Scope, inp: RelationListInput, limit: int,
     return conn.execute(sql, (*params, *scope_params, before, limit + 1)).fetchall()
 
 
-def _fit_page(rows: list[tuple[Any, ...]], limit: int, max_bytes: int) -> tuple[list[RelationRecord], bool]:
+def _fit_page(
+    rows: list[tuple[Any, ...]], limit: int, max_bytes: int
+) -> tuple[list[RelationRecord], bool]:
     items: list[RelationRecord] = []
     used = 0
     for row in rows[:limit]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memoree.queries.relations import BROADEN_HINTS, pinned_artifact_ids
 from tests.conftest import CTX, Caller
+from tests.memoree.test_cli import project, run  # noqa: F401 - project is a fixture
 from tests.projections.test_conflicts import assert_claim, relate
 
 SIBLING = {"workspace_id": "wsp_test", "project_id": "prj_sibling"}
@@ -195,3 +198,27 @@ class TestPins:
         """Bare, revision-qualified and URI-prefixed pins all name the artifact."""
         assert {"art_1", "art_2", "art_3"} == pinned_artifact_ids(
             ["art_1", "art_2@arev_9", "memoree://artifact/art_3@arev_1"])
+
+
+class TestCli:
+    """memoree link, relation list and conflict list wrap the protocol ops."""
+
+    def test_link_list_and_conflicts(self, project: tuple[Path, Path]) -> None:
+        """Kebab-case relations and artifact:/claim: refs reach the service; bad refs exit 2."""
+        folder, home = project
+
+        def cli(*args: str) -> tuple[dict[str, Any], int]:
+            done = run(list(args), folder, home)
+            return (json.loads(done.stdout) if done.stdout else {}), done.returncode
+
+        ids = [cli("claim", "assert", "fact", statement)[0]["result"]["claim_id"] for statement in ("up", "down")]
+        linked, code = cli("link", f"claim:{ids[0]}", "contradicts", f"claim:{ids[1]}")
+        assert (0, "contradicts") == (code, linked["result"]["relation"])
+        listed, code = cli("relation", "list", f"claim:{ids[1]}", "--direction", "incoming", "--relation", "contradicts")
+        assert (0, 1) == (code, len(listed["result"]["relations"]))
+        queue, code = cli("conflict", "list", "--include-stale", "--limit", "5")
+        assert (0, [ids[0]]) == (code, [c["source"]["claim_id"] for c in queue["result"]["conflicts"]])
+        broad, code = cli("conflict", "list", "--horizon", "workspace")
+        assert (2, "INVALID_REQUEST") == (code, broad["error"]["code"])
+        assert 2 == cli("link", f"clm:{ids[0]}", "supports", f"claim:{ids[1]}")[1]
+        assert 2 == cli("link", f"claim:{ids[0]}", "derives", f"claim:{ids[1]}")[1]

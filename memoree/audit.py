@@ -1,0 +1,297 @@
+"""The log proves itself: sealing signed checkpoints, inclusion and consistency proofs, and verify.
+
+``seal`` integrates every event not yet covered into the log-wide Merkle tree and signs a
+checkpoint of it with the node key. ``verify`` writes nothing: it checks the hash chain and the
+density of ``commit_seq``, recomputes every checkpoint's root and checks its signature under the
+key epoch the log recorded, re-hashes every blob the log references, and replays the whole log
+into a scratch store to compare each projection's fingerprint with the live one. Every problem is
+reported with the first bad position and a hint; a damaged store is never "ok".
+"""
+
+from __future__ import annotations
+
+import base64
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from blake3 import blake3
+
+from memoree.errors import InvalidRequest, NotFound
+from memoree.eventlog.checkpoints import (
+    HASHER,
+    Checkpoint,
+    checkpoint_note,
+    insert_checkpoint,
+    leaf_hashes,
+    list_checkpoints,
+    parse_note,
+    prove_consistency,
+    prove_inclusion,
+)
+from memoree.eventlog.codec import decode_envelope, decode_payload
+from memoree.eventlog.db import connect
+from memoree.eventlog.keys import verify_signature
+from memoree.eventlog.merkle import CompactTree
+from memoree.eventlog.store import first_chain_break
+from memoree.eventlog.timefmt import now_utc
+from memoree.projections.base import apply_events, ensure_projectors, owned_tables
+
+__all__ = ["BATCH_EVENTS", "BATCH_SECONDS", "consistency", "origin", "prove", "seal", "verify"]
+
+BATCH_EVENTS = 1000
+BATCH_SECONDS = 10.0
+
+
+def event_hashes(conn: Any, upto: int | None = None) -> list[bytes]:
+    sql = "SELECT hash FROM events" + (" WHERE commit_seq <= ?" if upto is not None else "") + " ORDER BY commit_seq"
+    return [bytes(row[0]) for row in conn.execute(sql, (upto,) if upto is not None else ()).fetchall()]
+
+
+def origin(first_public_key: str) -> str:
+    """The checkpoint origin line: names the store (its first key) and the tree's hash."""
+    return f"memoree/{first_public_key[:16]}/blake3-rfc9162"
+
+
+def _first_key(conn: Any) -> str:
+    row = conn.execute("SELECT public_key FROM key_epochs ORDER BY epoch LIMIT 1").fetchone()
+    if row is None:
+        raise InvalidRequest("the store has no recorded node key yet")
+    return row[0]
+
+
+def unsealed(engine: Any) -> int:
+    """How many events no checkpoint covers yet."""
+    row = engine.conn.execute("SELECT max(tree_size) FROM checkpoints").fetchone()
+    return engine.head() - (row[0] or 0)
+
+
+def seal(engine: Any) -> Checkpoint | None:
+    """Sign a checkpoint over every event so far; None when the last one already covers the head."""
+    key = engine.node_key()
+    with engine.log.transaction() as conn:
+        checkpoints = list_checkpoints(conn)
+        head = engine.log.head().commit_seq
+        if checkpoints and checkpoints[-1].tree_size == head:
+            return None
+        tree = CompactTree(HASHER)
+        tree.extend(leaf_hashes(event_hashes(conn, head)))
+        signed_at = now_utc()
+        note = checkpoint_note(origin(_first_key(conn)), head, tree.root(), key.epoch, signed_at)
+        checkpoint = Checkpoint(
+            checkpoint_seq=len(checkpoints) + 1, tree_size=head, root=tree.root(),
+            key_epoch=key.epoch, signed_at=signed_at, note=note, signature=key.sign(note),
+        )
+        insert_checkpoint(conn, checkpoint)
+    return checkpoint
+
+
+def maybe_seal(engine: Any, *, force_age: bool = False) -> Checkpoint | None:
+    """Seal when a full batch is waiting, or (``force_age``) when any event is unsealed."""
+    waiting = unsealed(engine)
+    if waiting >= BATCH_EVENTS or (force_age and waiting > 0):
+        return seal(engine)
+    return None
+
+
+def checkpoint_document(cp: Checkpoint) -> dict[str, Any]:
+    return {"checkpoint_seq": cp.checkpoint_seq, "tree_size": cp.tree_size, "root": cp.root.hex(),
+            "key_epoch": cp.key_epoch, "signed_at": cp.signed_at,
+            "note": base64.b64encode(cp.note).decode(), "signature": base64.b64encode(cp.signature).decode()}
+
+
+def _checkpoint_covering(conn: Any, commit_seq: int, checkpoint_seq: int | None) -> Checkpoint:
+    checkpoints = list_checkpoints(conn)
+    if checkpoint_seq is not None:
+        chosen = [cp for cp in checkpoints if cp.checkpoint_seq == checkpoint_seq]
+        if not chosen:
+            raise NotFound(f"checkpoint {checkpoint_seq}")
+        if chosen[0].tree_size < commit_seq:
+            raise InvalidRequest(f"checkpoint {checkpoint_seq} covers {chosen[0].tree_size} events, not {commit_seq}")
+        return chosen[0]
+    covering = [cp for cp in checkpoints if cp.tree_size >= commit_seq]
+    if not covering:
+        raise InvalidRequest(f"no checkpoint covers commit_seq {commit_seq} yet; run `memoree log seal`")
+    return covering[0]
+
+
+def prove(engine: Any, commit_seq: int, checkpoint_seq: int | None = None) -> dict[str, Any]:
+    """An RFC 9162 inclusion proof of one event against a signed checkpoint."""
+    conn = engine.conn
+    if not 1 <= commit_seq <= engine.head():
+        raise NotFound(f"event at commit_seq {commit_seq}")
+    cp = _checkpoint_covering(conn, commit_seq, checkpoint_seq)
+    hashes = event_hashes(conn, cp.tree_size)
+    return {"commit_seq": commit_seq, "leaf_index": commit_seq - 1, "event_hash": hashes[commit_seq - 1].hex(),
+            "leaf_hash": HASHER.hash_leaf(hashes[commit_seq - 1]).hex(), "tree_size": cp.tree_size,
+            "root": cp.root.hex(), "hash": "blake3", "proof": [h.hex() for h in prove_inclusion(hashes, commit_seq, cp.tree_size)],
+            "checkpoint": checkpoint_document(cp)}
+
+
+def consistency(engine: Any, old_seq: int, new_seq: int) -> dict[str, Any]:
+    """An RFC 9162 consistency proof between two checkpoints (by checkpoint number)."""
+    checkpoints = {cp.checkpoint_seq: cp for cp in list_checkpoints(engine.conn)}
+    if old_seq not in checkpoints or new_seq not in checkpoints:
+        raise NotFound(f"checkpoint {old_seq if old_seq not in checkpoints else new_seq}")
+    old, new = checkpoints[old_seq], checkpoints[new_seq]
+    if old.tree_size > new.tree_size:
+        raise InvalidRequest("the old checkpoint must not be larger than the new one")
+    hashes = event_hashes(engine.conn, new.tree_size)
+    return {"old": checkpoint_document(old), "new": checkpoint_document(new), "hash": "blake3",
+            "proof": [h.hex() for h in prove_consistency(hashes, old.tree_size, new.tree_size)]}
+
+
+# ---------------------------------------------------------------- verify
+
+
+class _Report:
+    def __init__(self) -> None:
+        self.issues: list[dict[str, Any]] = []
+
+    def add(self, kind: str, message: str, hint: str, commit_seq: int | None = None) -> None:
+        issue: dict[str, Any] = {"kind": kind, "message": message, "hint": hint}
+        if commit_seq is not None:
+            issue["commit_seq"] = commit_seq
+        self.issues.append(issue)
+
+
+_RESTORE_HINT = "Restore from a verified backup or an auditor's export (`memoree log import`)."
+
+
+def verify(engine: Any, *, replay: bool = True) -> dict[str, Any]:
+    """Check the whole store without writing anything; see the module docstring."""
+    report = _Report()
+    conn = engine.conn
+    head = engine.head()
+    brk = first_chain_break(engine.log.read_raw())
+    if brk is not None:
+        report.add("log", f"event log breaks at commit_seq {brk.commit_seq}: {brk.problem}", _RESTORE_HINT, brk.commit_seq)
+    verified_upto = (brk.commit_seq - 1) if brk else head
+    keys, blobs, purged = _scan_events(engine, verified_upto)
+    checkpoints = list_checkpoints(conn)
+    _check_checkpoints(conn, checkpoints, keys, report)
+    checked_blobs = _check_blobs(engine, blobs, purged, report)
+    projections = _compare_projections(engine, verified_upto, report) if replay and brk is None else {}
+    sealed = checkpoints[-1].tree_size if checkpoints else 0
+    return {
+        "ok": not report.issues,
+        "last_commit_seq": head,
+        "checked_events": verified_upto,
+        "checked_checkpoints": len(checkpoints),
+        "unsealed_events": max(0, head - sealed),
+        "checked_blobs": checked_blobs,
+        "purged_blobs": sorted(purged),
+        "projections": projections,
+        "issues": report.issues,
+        "warnings": [f"{head - sealed} events are not yet covered by a signed checkpoint; run `memoree log seal`"] if head > sealed else [],
+    }
+
+
+def _scan_events(engine: Any, upto: int) -> tuple[dict[int, str], dict[str, int], set[str]]:
+    keys: dict[int, str] = {}
+    blobs: dict[str, int] = {}
+    purged: set[str] = set()
+    for event in engine.log.read(limit=upto):
+        p = event.payload
+        if event.type == "key.epoch_started":
+            keys[p.epoch] = p.public_key
+        elif event.type in ("artifact.created", "artifact.revised"):
+            blobs[p.blob_hash] = p.size_bytes
+        elif event.type == "artifact.purged":
+            purged.update(p.blob_hashes)
+    return keys, blobs, purged
+
+
+def _check_checkpoints(conn: Any, checkpoints: list[Checkpoint], keys: dict[int, str], report: _Report) -> None:
+    if not checkpoints:
+        return
+    hashes = event_hashes(conn)
+    tree = CompactTree(HASHER)
+    first_key = keys.get(min(keys)) if keys else None
+    for index, cp in enumerate(checkpoints, start=1):
+        if cp.checkpoint_seq != index:
+            report.add("checkpoint", f"checkpoint numbers are not dense at {index}", _RESTORE_HINT)
+            return
+        if cp.tree_size > len(hashes):
+            report.add("checkpoint", f"checkpoint {index} covers {cp.tree_size} events but the log holds {len(hashes)}",
+                       "Events after a signed checkpoint are missing: the log was truncated. " + _RESTORE_HINT, len(hashes) + 1)
+            return
+        tree.extend(leaf_hashes(hashes[tree.size:cp.tree_size]))
+        if tree.root() != cp.root:
+            report.add("checkpoint", f"checkpoint {index} root does not match the events it covers",
+                       "An event at or before this size was altered or reordered. " + _RESTORE_HINT, cp.tree_size)
+            return
+        _check_note(cp, keys, first_key, report)
+
+
+def _check_note(cp: Checkpoint, keys: dict[int, str], first_key: str | None, report: _Report) -> None:
+    try:
+        fields = parse_note(cp.note)
+    except ValueError:
+        report.add("checkpoint", f"checkpoint {cp.checkpoint_seq} note is malformed", _RESTORE_HINT, cp.tree_size)
+        return
+    expected = {"tree_size": cp.tree_size, "root": cp.root, "key_epoch": cp.key_epoch, "signed_at": cp.signed_at}
+    if any(fields[k] != v for k, v in expected.items()) or (first_key and fields["origin"] != origin(first_key)):
+        report.add("checkpoint", f"checkpoint {cp.checkpoint_seq} note disagrees with its record", _RESTORE_HINT, cp.tree_size)
+        return
+    public = keys.get(cp.key_epoch)
+    if public is None:
+        report.add("signature", f"checkpoint {cp.checkpoint_seq} names key epoch {cp.key_epoch}, which the log never recorded",
+                   _RESTORE_HINT, cp.tree_size)
+        return
+    raw = base64.b32decode(public.upper() + "=" * (-len(public) % 8))
+    if not verify_signature(raw, cp.note, cp.signature):
+        report.add("signature", f"checkpoint {cp.checkpoint_seq} signature does not verify under key epoch {cp.key_epoch}",
+                   "The checkpoint record was altered. " + _RESTORE_HINT, cp.tree_size)
+
+
+def _check_blobs(engine: Any, blobs: dict[str, int], purged: set[str], report: _Report) -> int:
+    checked = 0
+    for digest, size in sorted(blobs.items()):
+        if digest in purged:
+            continue
+        checked += 1
+        if not engine.cas.contains(digest, size):
+            report.add("blob", f"blob {digest} ({size} bytes) is missing or does not match its digest",
+                       "Restore the blob from a backup (blobs/ folder) or the auditor export's blob directory.")
+    return checked
+
+
+def projection_fingerprint(conn: Any, tables: list[str]) -> str:
+    digest = blake3()
+    for table in tables:
+        rows = conn.execute(f"SELECT * FROM {table}").fetchall()
+        digest.update(table.encode() + b"\0")
+        for row in sorted(msgspec.json.encode([bytes(v).hex() if isinstance(v, (bytes, memoryview)) else v for v in row]) for row in rows):
+            digest.update(row + b"\n")
+    return digest.hexdigest()
+
+
+def _compare_projections(engine: Any, upto: int, report: _Report) -> dict[str, Any]:
+    from memoree.projections import sync_projectors
+
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="memoree-verify-") as scratch_dir:
+        scratch = connect(Path(scratch_dir) / "scratch.sqlite3", synchronous="OFF")
+        projectors = sync_projectors(engine.cas)
+        scratch.execute("BEGIN")
+        ensure_projectors(scratch, projectors)
+        batch = []
+        for event in engine.log.read(limit=upto):
+            batch.append(event)
+            if len(batch) >= 2000:
+                apply_events(scratch, projectors, batch)
+                batch = []
+        apply_events(scratch, projectors, batch)
+        for projector in projectors:
+            tables = owned_tables(projector)
+            live = projection_fingerprint(engine.conn, tables)
+            replayed = projection_fingerprint(scratch, tables)
+            results[projector.name] = {"live": live, "replayed": replayed, "ok": live == replayed}
+            if live != replayed:
+                report.add("projection", f"projection {projector.name} differs from a replay of the log",
+                           f"Run `memoree reindex --projection {projector.name}` to rebuild it from the log.")
+        scratch.execute("ROLLBACK")
+        scratch.close()
+    return results

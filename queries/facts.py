@@ -1,0 +1,480 @@
+"""The read side of the signed fact plane: bands, fact selection for recall, views and receipts.
+
+Selection follows emem-recall.md §6.2, with one deliberate improvement: for every
+``(band, tslot)`` key the *latest written* fact that satisfies the bounds is chosen (upstream
+drops the key when its last-written fact is newer than ``as_of_signed_at``). Then:
+
+* unbounded reads return every tslot, ordered by band (bytewise) then tslot ascending;
+* a read with an ``as_of`` bound and no exact ``tslot`` collapses to the latest tslot per band;
+* ``as_of_tslot`` keeps ``tslot <= bound``; ``as_of_signed_at`` keeps ``signed_at <= bound``,
+  compared after normalising the bound to ``YYYY-MM-DDTHH:MM:SSZ`` UTC (offsets are converted);
+* the provenance filter (classes of the band) runs before anything is signed;
+* scope is an exact four-tuple filter, not isolation: a scoped read sees only facts written
+  under that exact tuple; an unscoped read sees every fact;
+* ``bands_already_attested_at_cell`` ignores every filter but scope.
+
+Receipt verification (``receipt.verify``) uses the proof this responder recorded for
+``fact_cids[0]``, so it can tell a receipt reshaped after signing from a forged one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any, NamedTuple
+
+import msgspec
+
+from memoree.emem import b32, cell64
+from memoree.emem.batch_merkle import MerkleProof, proof_from_json
+from memoree.emem.errors import EmemError, InvalidCell
+from memoree.emem.facts import fact_from_cbor, fact_json, is_fact_cid
+from memoree.emem.receipts import AsOf, Receipt, receipt_from_json, verify_receipt
+from memoree.emem.receipts import Scope as EmemScope
+from memoree.eventlog.timefmt import parse_rfc3339
+from memoree.factplane import (
+    BUILTIN_BANDS,
+    DETERMINISTIC_CLASSES,
+    PROVENANCE_CLASSES,
+    RECALL_PRIMITIVE,
+    Band,
+    emem_scope,
+    fact_error,
+    scope_key,
+)
+
+__all__ = [
+    "FactRow",
+    "RecallPlan",
+    "all_bands",
+    "fact_present",
+    "fact_view",
+    "load_band",
+    "plan_recall",
+    "recall_receipt",
+    "select_facts",
+    "verify_receipt_document",
+]
+
+INT64_MAX = (1 << 63) - 1
+STORED_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+MAX_RECALL_BANDS = 64
+MAX_BAND_KEY_BYTES = 256
+
+_BAND_COLUMNS = ("band, unit, tempo, provenance_class, source_kind, privacy_class, description, "
+                 "dataset_id, csv_sha256, radius_m, sample_count, captured_at, commit_seq")
+_FACT_COLUMNS = ("fact_cid, cell, band, tslot, kind, signed_at, provenance_class, body, "
+                 "reason_text, proof_json, receipt_json, commit_seq")
+
+
+# --- bands ----------------------------------------------------------------------------------------
+
+
+def _band_of_row(row: tuple[Any, ...]) -> Band:
+    (name, unit, tempo, klass, kind, privacy, description, dataset_id, sha, radius, count,
+     captured_at, commit_seq) = row
+    return Band(name=name, unit=unit, tempo=tempo, provenance_class=klass, source_kind=kind,
+                privacy_class=privacy, description=description,
+                materializer="local.csv_nearest@1" if kind == "file" else None,
+                dataset_id=dataset_id, csv_sha256=sha, radius_m=radius, sample_count=count,
+                captured_at=captured_at, commit_seq=commit_seq)
+
+
+def registered_bands(conn: Any) -> dict[str, Band]:
+    rows = conn.execute(f"SELECT {_BAND_COLUMNS} FROM fact_bands ORDER BY band").fetchall()
+    return {row[0]: _band_of_row(row) for row in rows}
+
+
+def load_band(conn: Any, name: str, declared: Mapping[str, Band] | None = None) -> Band | None:
+    """A band by name: registered in the log, built in, or declared by a materializer plugin."""
+    row = conn.execute(f"SELECT {_BAND_COLUMNS} FROM fact_bands WHERE band = ?", (name,)).fetchone()
+    if row is not None:
+        return _band_of_row(row)
+    return BUILTIN_BANDS.get(name) or (declared or {}).get(name)
+
+
+def all_bands(conn: Any, declared: Mapping[str, Band] | None = None) -> dict[str, Band]:
+    """Every band known here, by name; the log's registrations win over declarations."""
+    return {**dict(declared or {}), **BUILTIN_BANDS, **registered_bands(conn)}
+
+
+def band_csv(conn: Any, name: str) -> bytes | None:
+    row = conn.execute("SELECT csv FROM fact_bands WHERE band = ?", (name,)).fetchone()
+    return None if row is None or row[0] is None else bytes(row[0])
+
+
+def band_record(band: Band) -> dict[str, Any]:
+    record = msgspec.to_builtins(band)
+    record["band_metadata"] = band.metadata()
+    return record
+
+
+# --- recall plan (pure) ---------------------------------------------------------------------------
+
+
+class RecallPlan(NamedTuple):
+    cell: str
+    bands: tuple[str, ...] | None  # None: every band at the cell
+    tslot: int | None
+    as_of_tslot: int | None
+    as_of_signed_at: str | None  # raw, as the receipt carries it
+    tx_bound: str | None  # normalised YYYY-MM-DDTHH:MM:SSZ
+    scope: EmemScope | None
+    scope_key: str | None
+    classes: frozenset[str] | None  # None: no provenance filter
+
+    @property
+    def bounded(self) -> bool:
+        return self.as_of_tslot is not None or self.tx_bound is not None
+
+    def as_of(self) -> AsOf | None:
+        if not self.bounded:
+            return None
+        return AsOf(valid_time=self.as_of_tslot, transaction_time=self.as_of_signed_at)
+
+
+def plan_recall(inp: Any) -> RecallPlan:
+    """Validate a recall request (fact.recall input) into a plan; raises FactPlaneError."""
+    cell = _check_cell(inp.cell)
+    tslot = _check_slot("tslot", inp.tslot)
+    as_of_tslot = _check_slot("as_of_tslot", inp.as_of_tslot)
+    if tslot is not None and as_of_tslot is not None and as_of_tslot < tslot:
+        raise fact_error("invalid_temporal_bound",
+                         f"as_of_tslot {as_of_tslot} is before the requested tslot {tslot}",
+                         field="as_of_tslot")
+    scope = emem_scope(inp.scope)
+    return RecallPlan(
+        cell=cell, bands=_requested_bands(inp.band, inp.bands), tslot=tslot,
+        as_of_tslot=as_of_tslot, as_of_signed_at=inp.as_of_signed_at,
+        tx_bound=_transaction_bound(inp.as_of_signed_at), scope=scope, scope_key=scope_key(scope),
+        classes=_class_filter(inp.provenance, inp.deterministic),
+    )
+
+
+def _check_cell(cell: str) -> str:
+    try:
+        return cell64.validate(cell)
+    except InvalidCell as exc:
+        raise fact_error("invalid_cell", f"cell: {exc}", field="cell") from None
+
+
+def _check_slot(name: str, value: int | None) -> int | None:
+    if value is None:
+        return None
+    if value < 0:
+        raise fact_error("invalid_argument", f"{name} must be >= 0", field=name)
+    if value > INT64_MAX:
+        raise fact_error("invalid_argument", f"{name} above 2^63-1 is not supported here", field=name)
+    return value
+
+
+def _requested_bands(band: str | None, bands: list[str] | None) -> tuple[str, ...] | None:
+    names = ([band] if band is not None else []) + list(bands or [])
+    unique = tuple(dict.fromkeys(names))
+    if len(unique) > MAX_RECALL_BANDS:
+        raise fact_error("invalid_argument", f"at most {MAX_RECALL_BANDS} bands per recall", field="bands")
+    for name in unique:
+        if not name or len(name.encode("utf-8", "replace")) > MAX_BAND_KEY_BYTES:
+            raise fact_error("invalid_argument", f"band keys must be 1 to {MAX_BAND_KEY_BYTES} bytes",
+                             field="bands")
+    # `bands: []` (and no `band`) means every band at the cell, like omitting it: never
+    # "nothing", and it never materializes anything (see the recall docs).
+    return unique or None
+
+
+def _transaction_bound(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        return parse_rfc3339(text)[:19] + "Z"
+    except ValueError:
+        raise fact_error("invalid_signed_at_format",
+                         f"as_of_signed_at must be an RFC 3339 timestamp, got {text!r}",
+                         field="as_of_signed_at") from None
+
+
+def _class_filter(provenance: list[str] | None, deterministic: bool | None) -> frozenset[str] | None:
+    chosen: frozenset[str] | None = None
+    if provenance:
+        unknown = [c for c in provenance if c not in PROVENANCE_CLASSES]
+        if unknown:
+            raise fact_error("invalid_argument", f"unknown provenance class {unknown[0]!r}",
+                             field="provenance")
+        chosen = frozenset(provenance)
+    if deterministic is not None:
+        side = DETERMINISTIC_CLASSES if deterministic else frozenset(PROVENANCE_CLASSES) - DETERMINISTIC_CLASSES
+        chosen = side if chosen is None else chosen & side
+    return chosen
+
+
+# --- selection ------------------------------------------------------------------------------------
+
+
+class FactRow(NamedTuple):
+    fact_cid: str
+    cell: str
+    band: str
+    tslot: int
+    kind: str
+    signed_at: str
+    provenance_class: str
+    body: bytes
+    reason_text: str | None
+    proof_json: str
+    receipt_json: str
+    commit_seq: int
+
+    def proof(self) -> MerkleProof:
+        return proof_from_json(msgspec.json.decode(self.proof_json))
+
+
+def _row(row: tuple[Any, ...]) -> FactRow:
+    values = list(row)
+    values[7] = bytes(values[7])
+    return FactRow(*values)
+
+
+def _in(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
+    items = sorted(values)
+    return f" AND {column} IN ({','.join('?' * len(items))})", items
+
+
+def select_facts(conn: Any, plan: RecallPlan) -> list[FactRow]:
+    """The facts a recall returns, in response order (see the module docstring)."""
+    sql = f"SELECT {_FACT_COLUMNS} FROM facts WHERE cell = ?"
+    params: list[Any] = [plan.cell]
+    if plan.scope_key is not None:
+        sql += " AND scope_key = ?"
+        params.append(plan.scope_key)
+    if plan.bands is not None:
+        clause, items = _in("band", plan.bands)
+        sql, params = sql + clause, params + items
+    if plan.classes is not None:
+        if not plan.classes:
+            return []
+        clause, items = _in("provenance_class", plan.classes)
+        sql, params = sql + clause, params + items
+    for column, operator, value in (("tslot", "=", plan.tslot), ("tslot", "<=", plan.as_of_tslot),
+                                    ("signed_at", "<=", plan.tx_bound)):
+        if value is not None:
+            sql += f" AND {column} {operator} ?"
+            params.append(value)
+    sql += " ORDER BY band, tslot, commit_seq"
+    latest: dict[tuple[str, int], FactRow] = {}
+    for row in conn.execute(sql, params).fetchall():
+        fact = _row(row)
+        latest[(fact.band, fact.tslot)] = fact  # ordered by commit_seq: the last one wins
+    chosen = list(latest.values())
+    if plan.bounded and plan.tslot is None:
+        newest: dict[str, FactRow] = {}
+        for fact in chosen:
+            newest[fact.band] = fact  # tslot ascending within a band: the last is the latest
+        chosen = list(newest.values())
+    return chosen
+
+
+def fact_present(conn: Any, cell: str, band: str, tslot: int | None, scope: str | None) -> bool:
+    """Whether any fact (primary or absence) exists at the address in this scope view."""
+    sql = "SELECT 1 FROM facts WHERE cell = ? AND band = ?"
+    params: list[Any] = [cell, band]
+    if tslot is not None:
+        sql += " AND tslot = ?"
+        params.append(tslot)
+    if scope is not None:
+        sql += " AND scope_key = ?"
+        params.append(scope)
+    return conn.execute(sql + " LIMIT 1", params).fetchone() is not None
+
+
+def bands_at_cell(conn: Any, cell: str, scope: str | None) -> list[str]:
+    sql = "SELECT DISTINCT band FROM facts WHERE cell = ?"
+    params: list[Any] = [cell]
+    if scope is not None:
+        sql += " AND scope_key = ?"
+        params.append(scope)
+    return [row[0] for row in conn.execute(sql + " ORDER BY band", params).fetchall()]
+
+
+def facts_at_cell(conn: Any, cell: str, scope: str | None) -> int:
+    sql = "SELECT count(*) FROM facts WHERE cell = ?"
+    params: list[Any] = [cell]
+    if scope is not None:
+        sql += " AND scope_key = ?"
+        params.append(scope)
+    return conn.execute(sql, params).fetchone()[0]
+
+
+def fact_row(conn: Any, fact_cid: str) -> FactRow | None:
+    row = conn.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_cid = ?", (fact_cid,)).fetchone()
+    return None if row is None else _row(row)
+
+
+# --- views ----------------------------------------------------------------------------------------
+
+
+class _Decoded(NamedTuple):
+    view: dict[str, Any]  # the body's JSON view (never mutated once cached)
+    first_scheme: str | None
+    captured_at: tuple[str, ...]
+
+
+_DECODED: OrderedDict[str, _Decoded] = OrderedDict()
+_DECODED_MAX = 4096
+_decoded_lock = threading.Lock()
+
+
+def _decoded_of(fact: Any, reason_text: str | None) -> _Decoded:
+    sources = getattr(fact, "sources", None) or []
+    return _Decoded(
+        view=fact_json(fact, reason_text=reason_text),
+        first_scheme=sources[0].scheme if sources else None,
+        captured_at=tuple(s.captured_at for s in sources if isinstance(s.captured_at, str)),
+    )
+
+
+def _store(fact_cid: str, decoded: _Decoded) -> _Decoded:
+    with _decoded_lock:
+        _DECODED[fact_cid] = decoded
+        _DECODED.move_to_end(fact_cid)
+        while len(_DECODED) > _DECODED_MAX:
+            _DECODED.popitem(last=False)
+    return decoded
+
+
+def remember_fact(fact_cid: str, fact: Any, reason_text: str | None) -> None:
+    """Cache the view of a fact just signed here (its cid names immutable bytes)."""
+    _store(fact_cid, _decoded_of(fact, reason_text))
+
+
+def _decoded(fact_cid: str, body: bytes, reason_text: str | None) -> _Decoded:
+    # A fact_cid names immutable bytes, so its decoded view can be cached safely.
+    with _decoded_lock:
+        cached = _DECODED.get(fact_cid)
+    if cached is not None:
+        return cached
+    return _store(fact_cid, _decoded_of(fact_from_cbor(body), reason_text))
+
+
+def fact_view(row: FactRow, band: Band | None) -> dict[str, Any]:
+    """The OpenAPI Fact: the signed body's fields plus unsigned enrichments and its receipt."""
+    decoded = _decoded(row.fact_cid, row.body, row.reason_text)
+    view = dict(decoded.view)
+    if decoded.first_scheme is not None:
+        view["provenance"] = decoded.first_scheme
+    metadata = band.metadata() if band is not None else {"provenance_class": row.provenance_class}
+    metadata["provenance_class"] = row.provenance_class
+    view["band_metadata"] = metadata
+    view["receipt"] = msgspec.json.decode(row.receipt_json)
+    return view
+
+
+def source_freshness_s(rows: Iterable[FactRow], now_unix: float) -> int | None:
+    """Age of the stalest dated source: now - min(captured_at); None when nothing is datable."""
+    earliest: float | None = None
+    for row in rows:
+        for text in _decoded(row.fact_cid, row.body, row.reason_text).captured_at:
+            captured = _unix(text)
+            if captured is not None and captured > 0:
+                earliest = captured if earliest is None else min(earliest, captured)
+    if earliest is None:
+        return None
+    return max(0, int(now_unix - earliest))
+
+
+def _unix(text: Any) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        stored = parse_rfc3339(text)
+    except ValueError:
+        return None
+    return datetime.strptime(stored, STORED_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+
+
+def recall_receipt(plan: RecallPlan, rows: list[FactRow], *, request_id: str, served_at: str,
+                   source_versions: Mapping[str, str]) -> Receipt:
+    """The unsigned recall receipt: [cell], the fact_cids in response order, scope, as_of, proof."""
+    proof = rows[0].proof() if rows else None
+    return Receipt(
+        request_id=request_id, served_at=served_at, primitive=RECALL_PRIMITIVE,
+        cells=(plan.cell,), fact_cids=tuple(row.fact_cid for row in rows),
+        schema_cid=source_versions["schema_cid"], registry_cid=source_versions["registry_cid"],
+        source_versions=dict(source_versions), scope=plan.scope, as_of=plan.as_of(),
+        merkle_proof=proof,
+    )
+
+
+# --- receipt verification -------------------------------------------------------------------------
+
+
+def recorded_proof(conn: Any, receipt: Receipt) -> MerkleProof | None:
+    if not receipt.fact_cids or not is_fact_cid(receipt.fact_cids[0]):
+        return None
+    row = fact_row(conn, receipt.fact_cids[0])
+    return None if row is None else row.proof()
+
+
+def verify_receipt_document(conn: Any | None, document: Any, pubkey_b32: str | None,
+                            known_keys: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """Verify a receipt as the caller holds it; say which check failed.
+
+    ``conn`` (this responder's store) lets a reshaped receipt be told from a forged one; without
+    it (offline) that difference cannot be proven. Malformed receipts raise FactPlaneError.
+    """
+    if pubkey_b32 is not None and not _is_key_text(pubkey_b32):
+        raise fact_error("bad_signature", "pubkey_b32 must be a 52-character base32 Ed25519 key",
+                         field="pubkey_b32")
+    try:
+        receipt = receipt_from_json(document)
+    except EmemError as exc:
+        raise fact_error(exc.code, f"receipt: {exc}", field="receipt") from None
+    try:
+        recorded = recorded_proof(conn, receipt) if conn is not None else None
+        verdict = verify_receipt(receipt, public_key=pubkey_b32, recorded_proof=recorded)
+    except (ValueError, TypeError, OverflowError) as exc:
+        return _unverifiable(receipt, str(exc))
+    result: dict[str, Any] = {
+        "valid": verdict.valid,
+        "signature_valid": verdict.signature_valid,
+        "merkle_proof_valid": verdict.merkle_proof_valid,
+    }
+    if verdict.reason is not None:
+        result["reason"] = verdict.reason
+    if verdict.failed_check is not None:
+        result["failed_check"] = verdict.failed_check
+    if verdict.failure_detail is not None:
+        result["failure_detail"] = verdict.failure_detail
+    result.update(
+        signer_pubkey_b32=verdict.signer_pubkey_b32,
+        preimage_version=verdict.preimage_version,
+        preimage_blake3_hex=verdict.digest_hex,
+        primitive=receipt.primitive,
+        served_at=receipt.served_at,
+        fact_cids_count=len(receipt.fact_cids),
+        reshape_diagnosis="available" if conn is not None else "offline: reshaping cannot be told from forgery",
+    )
+    if known_keys is not None:
+        result["responder_is_this_node"] = verdict.signer_pubkey_b32 in set(known_keys.values())
+    return result
+
+
+def _unverifiable(receipt: Receipt, detail: str) -> dict[str, Any]:
+    return {
+        "valid": False, "signature_valid": False, "merkle_proof_valid": None,
+        "reason": "signature_invalid", "failed_check": "preimage",
+        "failure_detail": f"the receipt's fields cannot form a preimage: {detail}",
+        "signer_pubkey_b32": b32.encode(receipt.responder) if receipt.responder else None,
+        "preimage_version": receipt.preimage_version, "preimage_blake3_hex": None,
+        "primitive": receipt.primitive, "served_at": receipt.served_at,
+        "fact_cids_count": len(receipt.fact_cids),
+    }
+
+
+def _is_key_text(text: str) -> bool:
+    try:
+        return len(b32.decode(text)) == 32
+    except EmemError:
+        return False
+

@@ -1,0 +1,136 @@
+"""The fts projection: index text, exact chunk offsets, apply order, and rebuild by replay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoree.projections import sync_projectors
+from memoree.projections.fts import FtsProjector
+from tests.conftest import CTX, Caller
+
+CONTENT_TABLES = ("artifact_search_text", "artifact_chunks", "claim_search_text")
+INDEXES = ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts", "claim_fts", "claim_trigram_fts")
+PROBES = ("cache", "sqlite", "wal", "notes", "chunk", '"abc"', "use")
+
+
+def put(call: Caller, text: str, title: str = "note", media_type: str | None = None) -> dict[str, Any]:
+    payload: dict[str, Any] = {"kind": "note", "title": title, "content": {"type": "text", "data": text}}
+    if media_type:
+        payload["media_type"] = media_type
+    call.counter += 1
+    return call.ok("artifact.put", payload, key=f"p{call.counter}")["result"]
+
+
+def chunk_rows(conn: Any, revision_id: str) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT c.row_kind, c.ordinal, c.start_byte, c.end_byte, t.title, t.body FROM artifact_chunks c "
+        "JOIN artifact_chunk_text t ON t.chunk_id = c.chunk_id WHERE c.revision_id = ? ORDER BY c.chunk_id",
+        (revision_id,),
+    ).fetchall()
+
+
+def index_answers(conn: Any) -> dict[tuple[str, str], list[int]]:
+    """What every index answers for a few probe queries (rowids), a view of the index itself."""
+    answers = {}
+    for index in INDEXES:
+        probes = PROBES if "trigram" not in index else ('"cac"', '"sql"', '"abc"')
+        for probe in probes:
+            rows = conn.execute(f"SELECT rowid FROM {index} WHERE {index} MATCH ? ORDER BY rowid", (probe,))
+            answers[(index, probe)] = [row[0] for row in rows]
+    return answers
+
+
+def snapshot(conn: Any) -> dict[str, Any]:
+    tables = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in CONTENT_TABLES}
+    chunk_text = conn.execute("SELECT * FROM artifact_chunk_text ORDER BY 1").fetchall()
+    return {"tables": tables, "chunk_text": chunk_text, "answers": index_answers(conn)}
+
+
+def populate(call: Caller) -> None:
+    first = put(call, "# Cache notes\n\nThe cache uses SQLite with WAL.\n\n" + "A chunk of filler text. " * 400)
+    call.ok("artifact.revise", {"artifact_id": first["artifact_id"], "if_revision": first["revision_id"],
+                                "content": {"type": "text", "data": "Revised cache notes: abc."}}, key="rev")
+    put(call, "binary-ish bytes", title="sqlite diagram", media_type="application/octet-stream")
+    gone = put(call, "notes to forget about the cache")
+    call.ok("artifact.forget", {"artifact_id": gone["artifact_id"], "reason": "obsolete"}, key="forget")
+    made = call.ok("claim.assert", {"claim_type": "fact", "statement": "The cache uses WAL"}, key="c")["result"]
+    call.ok("claim.revise", {"claim_id": made["claim_id"], "if_revision": made["revision_id"],
+                             "statement": "The cache uses SQLite WAL"}, key="cr")
+
+
+class TestIndexRows:
+    """Every artifact revision gets a spanless title row and body rows that tile its bytes exactly."""
+
+    def test_chunks_tile_the_body_bytes_exactly(self, call: Caller) -> None:
+        """Body rows are contiguous from byte 0 to the end and their text is exactly those bytes."""
+        body = "# Heading\n\nIntro paragraph with ünïcode.\n\n" + "Sentence number one. " * 600
+        made = put(call, body, title="long")
+        rows = chunk_rows(call.service.engine.conn, made["revision_id"])
+        assert ("title", None, None, None, "long", "") == rows[0]
+        spans = [(start, end) for _, _, start, end, _, _ in rows[1:]]
+        data = body.encode()
+        assert spans[0][0] == 0 and spans[-1][1] == len(data) and len(spans) > 1
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+        assert [ordinal for _, ordinal, *_ in rows[1:]] == list(range(len(spans)))
+        assert all(text == data[start:end].decode() for _, _, start, end, _, text in rows[1:])
+
+    def test_non_textual_bodies_index_only_the_title(self, call: Caller) -> None:
+        """A binary media type contributes no body text and no body chunks."""
+        made = put(call, "words that stay unindexed", title="picture", media_type="image/png")
+        conn = call.service.engine.conn
+        assert [("picture", "")] == conn.execute(
+            "SELECT title, body FROM artifact_search_text WHERE revision_id = ?", (made["revision_id"],)).fetchall()
+        assert ["title"] == [row[0] for row in chunk_rows(conn, made["revision_id"])]
+
+    def test_claim_revisions_are_indexed_by_statement(self, call: Caller) -> None:
+        """Each claim revision adds its statement; earlier revisions stay indexed for history."""
+        made = call.ok("claim.assert", {"claim_type": "fact", "statement": "first wording"}, key="a")["result"]
+        call.ok("claim.revise", {"claim_id": made["claim_id"], "if_revision": made["revision_id"],
+                                 "statement": "second wording"}, key="b")
+        rows = call.service.engine.conn.execute(
+            "SELECT claim_id, statement FROM claim_search_text ORDER BY doc_id").fetchall()
+        assert [(made["claim_id"], "first wording"), (made["claim_id"], "second wording")] == rows
+
+    def test_lifecycle_is_joined_not_copied(self, call: Caller) -> None:
+        """Forgetting writes no fts rows: the index keeps the text and search filters by join."""
+        made = put(call, "forget me later")
+        conn = call.service.engine.conn
+        before = snapshot(conn)
+        call.ok("artifact.forget", {"artifact_id": made["artifact_id"], "reason": "done"}, key="f")
+        assert before == snapshot(conn)
+        assert [] == call.ok("search", {"query": "forget later"})["result"]["hits"]
+
+
+class TestApplyOrder:
+    """The fts projector runs in the mutation's transaction, after entities and before idempotency."""
+
+    def test_sync_projectors_order(self, call: Caller) -> None:
+        """fts follows every entity-state projector and precedes idempotency, which stays last."""
+        names = [p.name for p in sync_projectors(call.service.engine.cas)]
+        assert names.index("fts") > max(names.index(n) for n in ("entities", "relations", "conflicts"))
+        assert "idempotency" == names[-1]
+        assert isinstance(call.service.engine.projectors[names.index("fts")], FtsProjector)
+
+    def test_a_write_is_searchable_at_its_own_commit_seq(self, call: Caller) -> None:
+        """Read-your-writes: the acknowledged commit_seq is already indexed."""
+        made = call.ok("artifact.put", {"kind": "n", "title": "instant", "content": {"type": "text", "data": "visible now"}},
+                       key="k", context=CTX)
+        hits = call.ok("search", {"query": "visible now", "min_commit_seq": made["commit_seq"]})["result"]["hits"]
+        assert [made["result"]["artifact_id"]] == [hit["entity_id"] for hit in hits]
+
+
+class TestRebuild:
+    """Replaying the log rebuilds the same content rows and an index that answers the same."""
+
+    def test_reindex_reproduces_the_fts_rows(self, call: Caller) -> None:
+        """Dropping and replaying the fts projection yields identical rows and index answers."""
+        populate(call)
+        engine = call.service.engine
+        before = snapshot(engine.conn)
+        assert before["tables"]["artifact_chunks"] and before["answers"][("artifact_fts", "cache")]
+        engine.reindex(["fts"])
+        assert before == snapshot(engine.conn)
+        engine.reindex()
+        assert before == snapshot(engine.conn)
+        for index in INDEXES:
+            engine.conn.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")
