@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 from blake3 import blake3
 
-from memoree.errors import InvalidRequest, NotFound
+from memoree.errors import InvalidRequest, MemoreeError, NotFound
 from memoree.eventlog.checkpoints import (
     HASHER,
     Checkpoint,
@@ -268,6 +268,16 @@ def projection_fingerprint(conn: Any, tables: list[str]) -> str:
     return digest.hexdigest()
 
 
+def _replay_into(conn: Any, projectors: list[Any], events: Any) -> None:
+    batch = []
+    for event in events:
+        batch.append(event)
+        if len(batch) >= 2000:
+            apply_events(conn, projectors, batch)
+            batch = []
+    apply_events(conn, projectors, batch)
+
+
 def _compare_projections(engine: Any, upto: int, report: _Report) -> dict[str, Any]:
     from memoree.projections import sync_projectors
 
@@ -277,13 +287,15 @@ def _compare_projections(engine: Any, upto: int, report: _Report) -> dict[str, A
         projectors = sync_projectors(engine.cas)
         scratch.execute("BEGIN")
         ensure_projectors(scratch, projectors)
-        batch = []
-        for event in engine.log.read(limit=upto):
-            batch.append(event)
-            if len(batch) >= 2000:
-                apply_events(scratch, projectors, batch)
-                batch = []
-        apply_events(scratch, projectors, batch)
+        try:
+            _replay_into(scratch, projectors, engine.log.read(limit=upto))
+        except MemoreeError as exc:
+            report.add("projection", f"replaying the log failed: {exc.message}",
+                       "Fix the damage named above (often a missing or damaged blob), then verify again.",
+                       (exc.details or {}).get("commit_seq"))
+            scratch.execute("ROLLBACK")
+            scratch.close()
+            return results
         for projector in projectors:
             tables = owned_tables(projector)
             live = projection_fingerprint(engine.conn, tables)
