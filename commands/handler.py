@@ -27,9 +27,9 @@ from memoree.projections.idempotency import stored_result
 from memoree.queries.relations import find_edge
 from memoree.scope import require_write_scope
 
-from . import artifacts, claims, relations
+from . import artifacts, claims, purge, relations
 from .context import DecideContext, Decision
-from .loaders import load_artifact, load_claim, load_revision_sizes
+from .loaders import load_artifact, load_claim, load_purge_state, load_revision_sizes
 from .relations import NoOp
 from .state import BlobRef
 
@@ -45,6 +45,9 @@ class Command:
     authorize: Callable[[Any, Any, Scope], None]
     decide: Callable[[Any, Any, Any, DecideContext], list[Decision] | NoOp]
     blob: Callable[[Any], BlobRef | None] = lambda prepared: None
+    # Side effects on the CAS: ``in_transaction`` runs before the commit, ``after_commit`` after it.
+    in_transaction: Callable[[ContentStore, list[Any]], None] | None = None
+    after_commit: Callable[[ContentStore, list[Any]], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,14 @@ COMMANDS: dict[str, Command] = {
         authorize=_claim_target,
         decide=lambda state, inp, _, ctx: claims.decide_retract(state, inp, ctx),
     ),
+    "artifact.purge": Command(
+        prepare=purge.prepare_purge,
+        load=lambda conn, inp, _: load_purge_state(conn, inp.artifact_id),
+        authorize=lambda state, inp, scope: _artifact_target(state[0] if state else None, inp, scope),
+        decide=lambda state, inp, _, ctx: purge.decide_purge(state, inp, ctx),
+        in_transaction=lambda cas, events: [cas.erase_inline(d) for e in events for d in e.payload.blob_hashes],
+        after_commit=lambda cas, events: cas.finish_erasure([d for e in events for d in e.payload.blob_hashes]),
+    ),
     "relation.put": Command(
         prepare=relations.prepare_relate, load=_load_relate, authorize=relations.authorize_relate,
         decide=lambda state, inp, _, ctx: relations.decide_relate(state, inp, ctx),
@@ -152,6 +163,16 @@ class CommandHandler:
         self.clock = clock
         self.new_id = new_id
         self.commands = dict(COMMANDS)
+        self.deferred: list[Callable[[], object]] = []
+
+    def run_deferred(self) -> None:
+        """Run side effects that must wait for the commit (the group's, under group commit)."""
+        effects, self.deferred = self.deferred, []
+        for effect in effects:
+            effect()
+
+    def drop_deferred(self) -> None:
+        self.deferred = []
 
     def execute(
         self, op: str, inp: msgspec.Struct, *, scope: Scope, idempotency_key: str,
@@ -183,7 +204,14 @@ class CommandHandler:
                 for d in decisions
             ])
             apply_events(conn, self.projectors, events)
+            if command.in_transaction is not None:
+                command.in_transaction(self.cas, events)
             recorded = stored_result(conn, idempotency_key)
+        if command.after_commit is not None:
+            effect = command.after_commit
+            self.deferred.append(lambda: effect(self.cas, events))
+            if not self.log.in_transaction:
+                self.run_deferred()
         if recorded is None:
             raise InternalError("the mutation committed but its result was not recorded")
         return Outcome(commit_seq=recorded[2], result_json=recorded[3], replayed=False)

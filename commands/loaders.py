@@ -55,3 +55,18 @@ def load_revision_sizes(conn: Any, pairs: Iterable[tuple[str, str]]) -> dict[tup
         if row is not None:
             found[(artifact_id, revision_id)] = RevisionSize(artifact_id, revision_id, row[0])
     return found
+
+
+def load_purge_state(conn: Any, artifact_id: str) -> tuple[ArtifactState, list[str], set[str], bool] | None:
+    """The artifact, its blob digests, the digests other live revisions share, whether it is purged."""
+    artifact = load_artifact(conn, artifact_id)
+    if artifact is None:
+        return None
+    own = [row[0] for row in conn.execute(
+        "SELECT DISTINCT blob_hash FROM artifact_revisions WHERE artifact_id = ?", (artifact_id,))]
+    shared = {row[0] for row in conn.execute(
+        "SELECT DISTINCT r.blob_hash FROM artifact_revisions r JOIN artifacts a ON a.id = r.artifact_id "
+        "WHERE r.artifact_id != ? AND a.purged_commit_seq IS NULL AND r.blob_hash IN "
+        "(SELECT blob_hash FROM artifact_revisions WHERE artifact_id = ?)", (artifact_id, artifact_id))}
+    purged = conn.execute("SELECT purged_commit_seq FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()[0]
+    return artifact, own, shared, purged is not None

@@ -73,6 +73,28 @@ class ContentStore:
             return False
         return True
 
+    def erase_inline(self, digest: str) -> None:
+        """Delete an inline object (inside the purge's transaction)."""
+        self.conn.execute("DELETE FROM cas_inline WHERE hash = ?", (digest,))
+
+    def erase_file(self, digest: str) -> None:
+        """Delete an object's file (after the purge commits; repeated at open if a crash intervened)."""
+        self.path_for(digest).unlink(missing_ok=True)
+
+    def finish_erasure(self, digests: list[str]) -> None:
+        """After a purge commits: unlink its files and truncate the WAL, which still holds the
+        pages the erased rows once occupied."""
+        for digest in digests:
+            self.erase_file(digest)
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def is_purged(self, digest: str) -> bool:
+        """Whether the log records a purge of ``digest`` (replays index such bodies as empty)."""
+        return self.conn.execute(
+            "SELECT 1 FROM events WHERE type = 'artifact.purged' AND instr(data, ?) > 0 LIMIT 1",
+            (digest.encode(),),
+        ).fetchone() is not None
+
     def path_for(self, digest: str) -> Path:
         return self.root / digest[0:2] / digest[2:4] / digest
 

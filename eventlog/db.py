@@ -37,6 +37,8 @@ def connect(path: str | os.PathLike[str], *, synchronous: str = "FULL", readonly
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA temp_store = MEMORY")
+    # Purge must really erase: deleted content is overwritten with zeros, not left in free pages.
+    conn.execute("PRAGMA secure_delete = ON")
     return conn
 
 

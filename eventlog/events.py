@@ -18,6 +18,7 @@ __all__ = [
     "EVENT_TYPES",
     "ArtifactCreated",
     "ArtifactForgotten",
+    "ArtifactPurged",
     "ArtifactRevised",
     "BandFile",
     "BandRegistered",
@@ -132,6 +133,17 @@ class RelationAdded(_Payload, kw_only=True):
     actor: str | None = None
 
 
+class ArtifactPurged(_Payload, kw_only=True):
+    """An artifact's bytes are erased: ``blob_hashes`` lists the CAS objects removed (those no other
+    live revision shares). Titles and every other logged field stay in the log."""
+
+    artifact_id: str
+    revision_id: str
+    reason: str
+    blob_hashes: list[str] = []
+    actor: str | None = None
+
+
 class KeyEpochStarted(_Payload, kw_only=True):
     """A node-key epoch begins: its public key (base32) is what later signatures name."""
 
@@ -240,6 +252,7 @@ EVENT_TYPES: dict[str, type[msgspec.Struct]] = {
     "claim.retracted": ClaimRetracted,
     "relation.added": RelationAdded,
     "key.epoch_started": KeyEpochStarted,
+    "artifact.purged": ArtifactPurged,
     "band.registered": BandRegistered,
     "fact.attested": FactAttested,
 }

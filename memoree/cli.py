@@ -849,6 +849,30 @@ def probe_command(
                                            original_query=original_query, max_leads=max_leads))
 
 
+@app.command("retrieve")
+def retrieve_command(
+    query: list[str] = QueryArgument,
+    reformulation: Optional[str] = typer.Option(None, "--reformulation", help="A rewording used only for the recovery probe."),
+    horizon: str = HorizonOption,
+    reason: Optional[str] = ReasonOption,
+    max_claims: int = typer.Option(5, "--max-claims", help="1 to 10."),
+    max_artifact_refs: int = typer.Option(3, "--max-artifact-refs", help="1 to 20."),
+    max_excerpt_bytes: int = typer.Option(320, "--max-excerpt-bytes", help="1 to 1024."),
+    max_recovery_leads: int = typer.Option(8, "--max-recovery-leads", help="1 to 8."),
+    max_recovery_bytes: int = typer.Option(12288, "--max-recovery-bytes", help="1 to 12288."),
+    min_commit_seq: Optional[int] = MinCommitSeqOption,
+    no_recency: bool = NoRecencyOption,
+    profile: bool = typer.Option(False, "--profile", help="Report stage timings."),
+) -> None:
+    """Recall, plus one bounded recovery of unqualified exact evidence when no claim qualified."""
+    _send("memory.retrieve", _retrieval_input(
+        query, horizon, reason, no_recency, min_commit_seq, reformulation=reformulation,
+        max_claims=max_claims, max_artifact_refs=max_artifact_refs, max_excerpt_bytes=max_excerpt_bytes,
+        max_recovery_leads=max_recovery_leads, max_recovery_bytes=max_recovery_bytes,
+        profile=profile or None,
+    ))
+
+
 @citation_app.command("get")
 def citation_get_command(
     citation: str = typer.Argument(..., help="memoree://artifact/ART@REV#START-END"),
@@ -1075,3 +1099,14 @@ def backup_restore(
         _print_json({"v": 1, "request_id": _request_id(), "ok": False, "error": exc.to_body(), "warnings": []})
         raise typer.Exit(exc.exit_code) from None
     _print_json({"v": 1, "request_id": _request_id(), "ok": True, "result": result, "warnings": []})
+
+
+@app.command()
+def purge(
+    artifact_id: str = typer.Argument(..., help="The artifact whose bytes to erase."),
+    reason: str = typer.Option(..., "--reason", help="Why (required, kept in the log)."),
+    idempotency_key: Optional[str] = IdemOption,
+) -> None:
+    """Erase an artifact's bytes from the CAS and the search index (the log keeps its digests)."""
+    _send("artifact.purge", {"artifact_id": artifact_id, "reason": reason}, mutation=True,
+          idempotency_key=idempotency_key)

@@ -138,9 +138,12 @@ class Writer(threading.Thread):
                 for raw, _ in group:
                     replies.append(self.service.handle_bytes(raw).body)
         except MemoreeError as exc:
+            self.service.engine.handler.drop_deferred()
             failure = InternalError(f"the group commit failed, nothing was written: {exc.message}",
                                     retryable=True)
             replies = [_with_request_id(raw, failure) for raw, _ in group]
+        else:
+            self.service.engine.handler.run_deferred()
         self.groups += 1
         self.grouped_requests += len(group)
         for (_, future), reply in zip(group, replies):

@@ -16,6 +16,7 @@ from memoree.queries import (
     probe,
     recall,
     relations,
+    retrieve,
     search,
 )
 
@@ -48,6 +49,7 @@ def install(service: Any) -> None:
         "context.build": lambda request, inp: context_build.context_build(
             read_scope(engine(), request), inp),
         "memory.probe": lambda request, inp: probe.probe(read_scope(engine(), request), inp),
+        "memory.retrieve": lambda request, inp: retrieve.retrieve(read_scope(engine(), request), inp),
         "citation.get": lambda request, inp: citations.citation_get(engine().conn, engine().cas, inp),
     })
     from memoree import factops

@@ -73,6 +73,7 @@ class Engine:
 
         install_fact_commands(self)  # band.register, fact.attest: they sign with the node key
         self._bring_projections_up_to_date()
+        self._finish_purges()
 
     @property
     def db_path(self) -> Path:
@@ -130,6 +131,15 @@ class Engine:
         # Later projectors read earlier ones (idempotency reads entities): rebuild dependents too.
         first = min(self.projectors.index(known[n]) for n in names)
         return self.projectors[first:]
+
+    def _finish_purges(self) -> None:
+        """Erase the files of purged blobs again: a crash may have hit between commit and unlink."""
+        rows = self.conn.execute("SELECT data FROM events WHERE type = 'artifact.purged'").fetchall()
+        for (data,) in rows:
+            from memoree.eventlog.codec import decode_envelope, decode_payload
+
+            for digest in decode_payload(decode_envelope(bytes(data))).blob_hashes:
+                self.cas.erase_file(digest)
 
     def _bring_projections_up_to_date(self) -> None:
         with self.log.transaction() as conn:

@@ -3,12 +3,13 @@
 This module owns ``memoree eval CORPUS_DIR``: it loads ``seed.jsonl`` through the ordinary
 protocol mutations (``Service.handle_bytes`` with JSON requests, explicit contexts, keys
 ``eval:<line>:<label>``) into a fresh temporary store, runs each case of ``cases.jsonl`` through
-memory.recall, search, a diagnostic broad search, context.build and memory.probe (plus the frozen
-recovery checks of ``probe-recovery.json``), records per-case failures (fatal when the case's
-gate is ``hard``), computes macro metrics, and compares them with ``baseline.json``. The store's
-clock is synthetic (one second per call from a fixed instant), so two runs give the same report
-apart from timings. Operations this build does not implement (memory.retrieve) are listed under
-``skipped_stages`` rather than scored.
+memory.recall, search, a diagnostic broad search, context.build, memory.probe and
+memory.retrieve (plus the frozen recovery checks of ``probe-recovery.json``), records per-case
+failures (fatal when the case's gate is ``hard``), computes macro metrics, and compares them with
+``baseline.json``. The store's clock is synthetic (one second per call from a fixed instant), so
+two runs give the same report apart from ``timings``. Model gates (semantic probe recall, packet
+budgets) apply only with a semantic model, which this build does not have; their figures are
+reported, never gated. A stage a build lacks would be listed under ``skipped_stages``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ PROBE_DEPTHS = (8, 5)
 BLOCK_BYTES = 64
 DEFAULT_EPSILON = 0.02
 CLOCK_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
-SKIPPED_STAGES = {"memory.retrieve": "not implemented in this build; retrieve metrics are not scored"}
+SKIPPED_STAGES: dict[str, str] = {}
 MACRO_FLOORS = ("macro_claim_recall", "macro_claim_precision", "macro_artifact_recall",
                 "macro_artifact_precision")
 RATE_CEILINGS = {"max_false_answer_rate": "false_answer_rate",
@@ -288,6 +289,13 @@ def padded_size(document: Any) -> int:
     return -(-size // BLOCK_BYTES) * BLOCK_BYTES
 
 
+def _p95(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+
+
 def _rate(numerator: int, denominator: int) -> float:
     return numerator / denominator if denominator else 0.0
 
@@ -305,6 +313,7 @@ class CaseRun:
     presence: str = "none"
     returned_claims: list[str] = field(default_factory=list)
     returned_artifacts: list[str] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
 
     def fail(self, counter: str | None, message: str) -> None:
         self.failures.append(message)
@@ -365,6 +374,7 @@ class CaseEvaluator:
         self.check_context(run, bundle["result"], case, horizon)
         self.score(run, recall["result"], pool["result"])
         self.probe_and_recover(run, base, context)
+        self.retrieve(run, base, context)
         return run
 
     # -- checks ----------------------------------------------------------------------------
@@ -505,6 +515,30 @@ class CaseEvaluator:
         if frozen:
             self.recover(run, frozen, deepest, base, context)
 
+    def retrieve(self, run: CaseRun, base: dict[str, Any], context: dict[str, Any]) -> None:
+        """The one-call packet: its size, latency, and whether recovery reached a selected source."""
+        frozen = self.recovery.get(run.case["case_id"])
+        payload = {**base, "max_claims": run.case.get("max_claims", 5),
+                   "max_artifact_refs": run.case.get("max_artifact_refs", 3),
+                   "max_excerpt_bytes": run.case.get("max_excerpt_bytes", 320)}
+        if frozen and frozen["probe_query"] != run.case["query"]:
+            payload["reformulation"] = frozen["probe_query"]
+        started = time.perf_counter()
+        envelope = self.client.send("memory.retrieve", payload, context=context)
+        run.latencies.append((time.perf_counter() - started) * 1000)
+        if not envelope["ok"]:
+            run.fail(None, f"memory.retrieve failed: {envelope['error']['code']}")
+            return
+        result = envelope["result"]
+        run.metrics["retrieve_packet_bytes"] = padded_size(_normalized(result))
+        if result["presence"] != run.presence:
+            run.fail(None, f"memory.retrieve presence {result['presence']} != recall presence {run.presence}")
+        if frozen:
+            evidence = (result.get("recovery") or {}).get("evidence", [])
+            cited = {self.label(_artifact_of(e["citation"])) for e in evidence}
+            run.metrics["one_call_recovery_success"] = bool(cited & set(frozen["selected_sources"]))
+            run.metrics["one_call_bait_fetches"] = sum(1 for label in cited if label.startswith(BAIT_PREFIX))
+
     def recover(self, run: CaseRun, frozen: dict[str, Any], leads: list[dict[str, Any]],
                 base: dict[str, Any], context: dict[str, Any]) -> None:
         fetched = 0
@@ -568,6 +602,7 @@ def aggregate(runs: Sequence[CaseRun]) -> dict[str, Any]:
         for name, count in r.counters.items():
             counters[name] = counters.get(name, 0) + count
     recovered = [r.metrics["recovery_success"] for r in runs if "recovery_success" in r.metrics]
+    one_call = [r.metrics["one_call_recovery_success"] for r in runs if "one_call_recovery_success" in r.metrics]
     leads = sum(r.metrics.get("probe_leads", 0) for r in runs)
     document: dict[str, Any] = {
         "case_count": len(runs),
@@ -587,6 +622,10 @@ def aggregate(runs: Sequence[CaseRun]) -> dict[str, Any]:
         "probe_source_recall_at_8": mean("probe_source_recall_at_8"),
         "probe_bait_lead_rate": _rate(sum(r.metrics.get("probe_bait_leads", 0) for r in runs), leads),
         "recovery_success_rate": _rate(sum(recovered), len(recovered)) if recovered else None,
+        "one_call_recovery_success_rate": _rate(sum(one_call), len(one_call)) if one_call else None,
+        "one_call_bait_fetches": sum(r.metrics.get("one_call_bait_fetches", 0) for r in runs),
+        "retrieve_packet_bytes_p95": _p95([r.metrics["retrieve_packet_bytes"] for r in runs
+                                           if "retrieve_packet_bytes" in r.metrics]),
         "false_answer_rate": _rate(sum(1 for r in unanswerable if r.presence != "none"), len(unanswerable)),
         "false_abstain_rate": _rate(sum(1 for r in answerable if r.presence == "none"), len(answerable)),
     }
@@ -695,6 +734,7 @@ def evaluate(corpus_dir: Path, options: EvalOptions = EvalOptions(),
         "options": {"case_ids": list(options.case_ids), "suite_timeout_ms": options.suite_timeout_ms,
                     "case_timeout_ms": options.case_timeout_ms},
         "timings": {"seed_ms": round((seeded_at - started) * 1000),
+                    "retrieve_latency_p95_ms": _p95([ms for r in runs for ms in r.latencies]),
                     "total_ms": round((monotonic() - started) * 1000)},
         "passed": passed,
     }

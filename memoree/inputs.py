@@ -382,3 +382,29 @@ class BackupCreateInput(_Input, kw_only=True):
     """``backup.create``: an absolute destination that must not exist yet."""
 
     destination: str
+
+
+class RetrieveInput(_Input, kw_only=True):
+    query: str
+    reformulation: str | None = None
+    horizon: HorizonName = "ambient"
+    reason: str | None = None
+    max_claims: int = 5
+    max_artifact_refs: int = 3
+    max_excerpt_bytes: int = 320
+    max_recovery_leads: int = 8
+    max_recovery_bytes: int = 12288
+    min_commit_seq: int | None = None
+    recency: RecencyInput = msgspec.field(default_factory=RecencyInput)
+    profile: bool = False
+
+
+__all__ += ["RetrieveInput"]
+
+
+class ArtifactPurgeInput(_Input, kw_only=True):
+    """``artifact.purge``: erase an artifact's bytes from the CAS and the index (reason required)."""
+
+    artifact_id: str
+    reason: str
+    actor: str | None = None

@@ -43,6 +43,7 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("artifact.revise", inputs.ArtifactReviseInput, mutating=True, needs_context=True),
     OpSpec("artifact.history", inputs.ArtifactHistoryInput),
     OpSpec("artifact.forget", inputs.ArtifactForgetInput, mutating=True, needs_context=True),
+    OpSpec("artifact.purge", inputs.ArtifactPurgeInput, mutating=True, needs_context=True),
     OpSpec("claim.assert", inputs.ClaimAssertInput, mutating=True, needs_context=True),
     OpSpec("claim.get", inputs.ClaimGetInput),
     OpSpec("claim.history", inputs.ClaimHistoryInput),
@@ -55,6 +56,7 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("memory.recall", inputs.RecallInput, needs_context=True, horizon=True),
     OpSpec("context.build", inputs.ContextBuildInput, needs_context=True, horizon=True),
     OpSpec("memory.probe", inputs.ProbeInput, needs_context=True, horizon=True),
+    OpSpec("memory.retrieve", inputs.RetrieveInput, needs_context=True, horizon=True),
     OpSpec("citation.get", inputs.CitationGetInput),
     # The signed fact plane (emem). fact.recall may write (a cold band materializes) but is not a
     # protocol mutation: no idempotency key, no ambient context (emem's scope is in the input).

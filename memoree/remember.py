@@ -32,6 +32,8 @@ __all__ = [
     "apply_plan",
     "build_plan",
     "byte_spans",
+    "check_text",
+    "default_title",
     "preview",
     "remember",
     "verify_proposal",

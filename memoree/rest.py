@@ -37,7 +37,7 @@ __all__ = ["ERROR_CATALOGUE", "build_app", "openapi_document"]
 
 ERROR_SCHEMA = "emem.error.v1"
 MAX_BODY_BYTES = 1024 * 1024
-Submit = Callable[[bytes], "Future[bytes]"]
+Submit = Callable[[bytes], Future[bytes]]
 
 
 # --- the error catalogue --------------------------------------------------------------------------

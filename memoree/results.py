@@ -17,6 +17,7 @@ from memoree.queries.citations import CitationResult
 from memoree.queries.context_build import ContextBuildResult
 from memoree.queries.probe import ProbeResult
 from memoree.queries.recall import RecallResult
+from memoree.queries.retrieve import RetrieveResult
 from memoree.queries.search import SearchResult
 
 __all__ = ["RESULT_TYPES"]
@@ -40,6 +41,7 @@ RESULT_TYPES: dict[str, Any] = {
     "context.build": ContextBuildResult,
     "memory.probe": ProbeResult,
     "citation.get": CitationResult,
+    "memory.retrieve": RetrieveResult,
 }
 
 from memoree.queries.fact_results import BandMutationResult, FactAttestResult  # noqa: E402

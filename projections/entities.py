@@ -21,7 +21,7 @@ _encode = msgspec.json.Encoder(order="sorted").encode
 
 class EntitiesProjector:
     name: ClassVar[str] = "entities"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
     schema: ClassVar[str] = """
 CREATE TABLE IF NOT EXISTS artifacts (
     id TEXT PRIMARY KEY,
@@ -36,7 +36,9 @@ CREATE TABLE IF NOT EXISTS artifacts (
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     forgotten_reason TEXT,
-    stream_version INTEGER NOT NULL
+    stream_version INTEGER NOT NULL,
+    purged_reason TEXT,
+    purged_commit_seq INTEGER
 ) STRICT;
 CREATE INDEX IF NOT EXISTS artifacts_scope ON artifacts(workspace_id, project_id, task_id, status);
 CREATE TABLE IF NOT EXISTS artifact_revisions (
@@ -114,6 +116,13 @@ CREATE TABLE IF NOT EXISTS claim_revisions (
             "UPDATE artifacts SET status = 'forgotten', forgotten_reason = ?, updated_at = ?, "
             "stream_version = ? WHERE id = ?",
             (p.reason, event.at, event.stream_version, p.artifact_id),
+        )
+
+    def _artifact_purged(self, conn: Any, event: RecordedEvent, p: Any) -> None:
+        conn.execute(
+            "UPDATE artifacts SET status = 'forgotten', forgotten_reason = coalesce(forgotten_reason, ?), "
+            "purged_reason = ?, purged_commit_seq = ?, updated_at = ?, stream_version = ? WHERE id = ?",
+            (p.reason, p.reason, event.commit_seq, event.at, event.stream_version, p.artifact_id),
         )
 
     def _insert_artifact_revision(self, conn: Any, event: RecordedEvent, p: Any, number: int) -> None:

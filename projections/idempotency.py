@@ -32,6 +32,7 @@ OP_FOR_EVENT = {
     "artifact.created": "artifact.put",
     "artifact.revised": "artifact.revise",
     "artifact.forgotten": "artifact.forget",
+    "artifact.purged": "artifact.purge",
     "claim.asserted": "claim.assert",
     "claim.revised": "claim.revise",
     "claim.retracted": "claim.retract",
@@ -69,6 +70,9 @@ RESULT_BUILDERS: dict[str, ResultBuilder] = {
     "artifact.created": _artifact_revision_result,
     "artifact.revised": _artifact_revision_result,
     "artifact.forgotten": _artifact_forgotten_result,
+    "artifact.purged": lambda conn, event: artifact_record(
+        conn, event.payload.artifact_id, event.payload.revision_id, ArtifactMutationResult,
+        commit_seq=event.commit_seq, created=True, physically_erased=True),
     "claim.asserted": _claim_result,
     "claim.revised": _claim_result,
     "claim.retracted": _claim_result,

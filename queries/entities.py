@@ -56,6 +56,16 @@ def artifact_get(conn: Any, cas: ContentStore, inp: ArtifactGetInput) -> Artifac
     if inp.revision_id is not None:
         check_id("revision_id", inp.revision_id)
     record = artifact_record(conn, inp.artifact_id, inp.revision_id)
+    purged = conn.execute("SELECT purged_commit_seq, purged_reason FROM artifacts WHERE id = ?",
+                          (inp.artifact_id,)).fetchone()
+    if purged and purged[0] is not None:
+        record.physically_erased = True
+        if inp.include_content:
+            raise NotFound(
+                f"artifact {inp.artifact_id} bytes were purged at commit_seq {purged[0]} ({purged[1]})",
+                details={"artifact_id": inp.artifact_id, "purged": True, "purge_commit_seq": purged[0]},
+                hint="Purged bytes are gone for good; read metadata with include_content=false.",
+            )
     if inp.include_content:
         data = cas.get(record.blob_hash, record.size_bytes)
         record.content = content_for_output(record.media_type, data)

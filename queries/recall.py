@@ -47,10 +47,13 @@ from .search import (
 __all__ = [
     "ConflictSummary",
     "RecallResult",
+    "assemble_recall",
+    "check_recall_bounds",
     "excerpt_terms",
     "evidence_citation",
     "open_conflicts",
     "recall",
+    "recall_searches",
 ]
 
 MAX_CLAIM_SLATE = 10
@@ -369,7 +372,7 @@ def windowed_excerpt(analysis: AnalyzedQuery, hit: SearchHit,
 # The op
 
 
-def _check_bounds(inp: RecallInput) -> None:
+def check_recall_bounds(inp: RecallInput) -> None:
     check_limit("max_claims", inp.max_claims, limits.MAX_RECALL_CLAIMS)
     check_limit("max_artifact_refs", inp.max_artifact_refs, limits.MAX_RECALL_ARTIFACT_REFS)
     check_limit("max_excerpt_bytes", inp.max_excerpt_bytes, limits.MAX_RECALL_EXCERPT_BYTES)
@@ -395,14 +398,15 @@ def recall_searches(scope: ReadScope, inp: Any) -> tuple[SearchRun, SearchRun]:
 
 
 def recall(scope: ReadScope, inp: RecallInput) -> RecallResult:
-    _check_bounds(inp)
+    check_recall_bounds(inp)
     with read_snapshot(scope.conn):
         claim_run, artifact_run = recall_searches(scope, inp)
-        return _assemble(scope, inp, claim_run, artifact_run)
+        return assemble_recall(scope, inp, claim_run, artifact_run)
 
 
-def _assemble(scope: ReadScope, inp: RecallInput, claim_run: SearchRun,
-              artifact_run: SearchRun) -> RecallResult:
+def assemble_recall(scope: ReadScope, inp: RecallInput, claim_run: SearchRun,
+                    artifact_run: SearchRun) -> RecallResult:
+    """The recall answer from its two searches (shared with memory.retrieve)."""
     analysis = claim_run.analysis
     slate_conflicts, _ = open_conflicts(scope.conn, [h.entity_id for h in claim_run.hits],
                                         scope.ambient, inp.horizon)

@@ -68,10 +68,11 @@ TRIGRAM_CHANNEL_WEIGHT = 0.7
 MAX_PROMOTION = 2
 MAX_CANDIDATE_PARTITION = 16
 CANDIDATES_PER_LIMIT_SLOT = 8
-ARTIFACT_BM25 = "{table}, 5.0, 1.0"  # title weighs 5, body 1
 TRIGRAMS_PER_WORD = 2
 MATCH_LIST_CAP = 512
 PREFILTER_FACTOR = 4
+TRIGRAM_WINDOW_CHARS = 66  # snippet() over 64 trigram tokens spans 66 characters
+MAX_WINDOW_OCCURRENCES = 512
 MATCH_LIST_PER_CANDIDATE = 8
 MIN_FUZZY_WORD_CHARS = 3
 SINGLE_WORD_SIMILARITY = 0.80
@@ -639,8 +640,8 @@ def _best_similarity(word: str, candidates: set[str]) -> float:
     return best
 
 
-def trigram_expression(conn: Any, entity_type: str, analysis: AnalyzedQuery) -> str | None:
-    """The rarest two existing trigrams of each fuzzy word, OR-ed; None when none exist."""
+def rarest_trigrams(conn: Any, entity_type: str, analysis: AnalyzedQuery) -> list[str]:
+    """The two rarest trigrams of each fuzzy word that occur in the entity's trigram index."""
     vocab = TRIGRAM_VOCAB_TABLES[entity_type][0]
     chosen: list[str] = []
     for unit in analysis.units:
@@ -652,9 +653,11 @@ def trigram_expression(conn: Any, entity_type: str, analysis: AnalyzedQuery) -> 
             ).fetchall()
             rarest = sorted(rows, key=lambda row: (row[1], row[0]))[:TRIGRAMS_PER_WORD]
             chosen.extend(term for term, _ in rarest if term not in chosen)
-    if not chosen:
-        return None
-    return " OR ".join('"' + gram.replace('"', '""') + '"' for gram in chosen)
+    return chosen
+
+
+def trigram_expression(grams: Sequence[str]) -> str:
+    return " OR ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
 
 
 def run_trigram_channel(scope: ReadScope, analysis: AnalyzedQuery, tables: Sequence[_Table],
@@ -663,34 +666,60 @@ def run_trigram_channel(scope: ReadScope, analysis: AnalyzedQuery, tables: Seque
     """Add or annotate candidates from each trigram index (never summing across tables)."""
     ensure_trigram_vocab(scope.conn)
     for table in tables:
-        expression = trigram_expression(scope.conn, table.entity_type, analysis)
-        if expression is None:
+        grams = rarest_trigrams(scope.conn, table.entity_type, analysis)
+        if not grams:
             continue
-        rows = _channel_rows(scope, table, table.trigram_index, expression,
+        rows = _channel_rows(scope, table, table.trigram_index, trigram_expression(grams),
                              filters[table.entity_type], limit)
-        snippets = _trigram_snippets(scope.conn, table, expression, [c.doc_id for c, _ in rows])
+        windows = _trigram_windows(scope.conn, table, grams, [c.doc_id for c, _ in rows])
         for fresh, score in rows:
             candidate = candidates.setdefault(fresh.key, fresh)
             candidate.trigram_score = score
             candidate.trigram_text = (candidate.statement if table.entity_type == "claim"
-                                      else candidate.title + " " + snippets.get(candidate.doc_id, ""))
+                                      else candidate.title + " " + windows.get(candidate.doc_id, ""))
             match = fuzzy_match(analysis, candidate.trigram_text)
             candidate.trigram_qualified = match.qualified
             candidate.trigram_similarity = round(match.similarity, 12)
             candidate.trigram_matched_terms = list(match.matched_words)
 
 
-def _trigram_snippets(conn: Any, table: _Table, expression: str, doc_ids: Sequence[int]) -> dict[int, str]:
+def _trigram_windows(conn: Any, table: _Table, grams: Sequence[str], doc_ids: Sequence[int]) -> dict[int, str]:
+    """Each artifact body's best trigram window: what FTS5 ``snippet()`` would show, computed
+    here because snippet() re-tokenizes whole bodies and is slow on long documents."""
     if table.entity_type != "artifact" or not doc_ids:
         return {}
     marks = ",".join("?" * len(doc_ids))
-    index = table.trigram_index
-    rows = conn.execute(
-        f"SELECT rowid, snippet({index}, -1, '', '', ' … ', 64) FROM {index} "
-        f"WHERE {index} MATCH ? AND rowid IN ({marks})",
-        (expression, *doc_ids),
-    ).fetchall()
-    return dict(rows)
+    rows = conn.execute(f"SELECT doc_id, body FROM artifact_search_text WHERE doc_id IN ({marks})",
+                        tuple(doc_ids)).fetchall()
+    return {doc_id: trigram_window(body, grams) for doc_id, body in rows}
+
+
+def fold_text(text: str) -> str:
+    """``fold_word`` character by character, so offsets in the result match the original."""
+    if text.isascii():
+        return text.lower()
+    return "".join(folded if len(folded := fold_word(char)) == 1 else char for char in text)
+
+
+def trigram_window(body: str, grams: Sequence[str], width: int = TRIGRAM_WINDOW_CHARS) -> str:
+    """The ``width``-character stretch of ``body`` holding the most distinct ``grams``, earliest
+    first; empty when none occurs."""
+    folded = fold_text(body)
+    hits: list[tuple[int, int]] = []
+    for index, gram in enumerate(grams):
+        start = folded.find(gram)
+        while start >= 0 and len(hits) < MAX_WINDOW_OCCURRENCES:
+            hits.append((start, index))
+            start = folded.find(gram, start + 1)
+    if not hits:
+        return ""
+    hits.sort()
+    best_start, best_count = hits[0][0], 0
+    for position, (start, _) in enumerate(hits):
+        inside = {gram for at, gram in hits[position:] if at + 3 <= start + width}
+        if len(inside) > best_count:
+            best_start, best_count = start, len(inside)
+    return body[best_start:best_start + width]
 
 
 # ---------------------------------------------------------------------------------------------

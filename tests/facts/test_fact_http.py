@@ -83,6 +83,18 @@ class TestEndpoints:
         assert (status, warm["materialize_notes"]) == (200, [])
         assert warm["facts"][0]["fact_cid"] == cold["facts"][0]["fact_cid"]
 
+    def test_responses_match_the_served_schema(self, http: Http) -> None:
+        """A scoped, bounded recall with a fact and skip notes, and the GETs, validate against /openapi.json."""
+        import jsonschema
+
+        _, document, _ = http.get("/openapi.json")
+        _, recall, _ = http.post("/v1/recall", {"cell": CELL, "bands": ["cell.area_m2", "x.y"],
+                                                "scope": {"org_id": "o"}, "as_of_tslot": 0})
+        assert len(recall["facts"]) == 1 and len(recall["materialize_notes"]) == 2
+        for name, body in (("SignedResponse", recall), ("WellKnown", http.get("/.well-known/emem.json")[1]),
+                           ("ErrorCatalogue", http.get("/v1/errors")[1]), ("BandList", http.get("/v1/bands")[1])):
+            jsonschema.validate(body, {"$ref": f"#/components/schemas/{name}", "components": document["components"]})
+
     def test_verify_receipt_untouched_and_reshaped(self, http: Http) -> None:
         """The served bytes verify; the same receipt with its proof stripped is diagnosed."""
         _, _, content = http.post("/v1/recall", {"cell": CELL, "bands": ["cell.lng_deg"]})

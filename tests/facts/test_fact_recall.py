@@ -429,6 +429,16 @@ class TestAttest:
         assert fact["sources"] == [{"scheme": "memoree.agent", "id": "wsp_test/prj_test"}]
         assert offline_valid(first["result"]["receipt"])
 
+    def test_identical_fact_in_the_same_second_is_not_minted_twice(self, facts: FactCaller) -> None:
+        """The same fact under a new key, in the same second, is a no-op pointing at the first."""
+        facts.register("site.noise_db", "dB")
+        payload = {"cell": CELL, "band": "site.noise_db", "value": 40}
+        first = facts.ok("fact.attest", payload, key="one")
+        second = facts.ok("fact.attest", payload, key="two")
+        assert (second["commit_seq"], second["result"]["created"]) == (first["commit_seq"], False)
+        assert second["result"]["fact"]["fact_cid"] == first["result"]["fact"]["fact_cid"]
+        assert facts.events().count("fact.attested") == 1
+
     def test_unit_and_tslot_must_fit_the_band(self, facts: FactCaller) -> None:
         """A unit other than the band's, or a nonzero tslot on a static band, is refused."""
         facts.register("site.noise_db", "dB")

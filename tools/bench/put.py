@@ -73,7 +73,7 @@ def command_seconds(argv: list[str], runs: int, stdin: bytes = b"", env: dict[st
 
 
 def call_rows(folder: Path, runs: int) -> list[Row]:
-    env = {**os.environ, "MEMOREE_HOME": str(folder / "home"),
+    env = {**os.environ, "MEMOREE_HOME": str(folder / "home"), "MEMOREE_IN_PROCESS": "1",
            "MEMOREE_CONTEXT": json.dumps({"workspace_id": "w", "project_id": "p"})}
     baseline = command_seconds([sys.executable, "-c", "pass"], runs)
     capabilities = json.dumps({"request_id": "c", "op": "capabilities", "input": {}}).encode()
