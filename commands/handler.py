@@ -164,6 +164,7 @@ class CommandHandler:
         self.new_id = new_id
         self.commands = dict(COMMANDS)
         self.deferred: list[Callable[[], object]] = []
+        self.lazy_commands: dict[str, Callable[[], None]] = {}
 
     def run_deferred(self) -> None:
         """Run side effects that must wait for the commit (the group's, under group commit)."""
@@ -179,6 +180,8 @@ class CommandHandler:
         request_digest: str,
     ) -> Outcome:
         """Run one mutation in one transaction and return its recorded result."""
+        if op not in self.commands and op in self.lazy_commands:
+            self.lazy_commands.pop(op)()
         command = self.commands[op]
         prepared = command.prepare(inp)
         with self.log.transaction() as conn:

@@ -98,13 +98,27 @@ class KeyRing:
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.folder, 0o700)
         path = self.folder / f"epoch-{epoch:06d}.seed"
+        if path.exists():
+            existing = path.read_bytes()
+            if len(existing) == 32:
+                return NodeKey(epoch, existing)
+            # A torn seed (a crash or a full disk while it was written): nothing ever signed
+            # with it, since signing needs all 32 bytes, so it is safe to replace.
+            path.unlink()
+        # Written whole under a temporary name and linked into place, so the seed file never
+        # exists torn: a failed write leaves only the temporary file, removed here.
         seed = os.urandom(32)
+        tmp = self.folder / f".{path.name}.{os.getpid()}.tmp"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return NodeKey(epoch, path.read_bytes())
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(seed)
-            handle.flush()
-            os.fsync(handle.fileno())
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(seed)
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return NodeKey(epoch, path.read_bytes())  # another process created it first
+        finally:
+            tmp.unlink(missing_ok=True)
         return NodeKey(epoch, seed)

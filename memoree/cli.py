@@ -754,6 +754,23 @@ def log_import(
     _print_json({"v": 1, "request_id": _request_id(), "ok": True, "result": result, "warnings": []})
 
 
+@log_app.command("migrate")
+def log_migrate(
+    to: str = typer.Option(..., "--to", help="postgresql://USER@HOST:PORT/DB of the shared log (empty, or holding a prefix of this log)."),
+) -> None:
+    """Move this data dir's SQLite log into PostgreSQL by replay (positions, bytes, checkpoints, blobs kept)."""
+    from memoree import logmigrate
+    from memoree.errors import MemoreeError
+    from memoree.paths import data_dir
+
+    try:
+        result = logmigrate.migrate((OPTIONS.data_dir or data_dir()).expanduser().absolute(), to)
+    except MemoreeError as exc:
+        _print_json({"v": 1, "request_id": _request_id(), "ok": False, "error": exc.to_body(), "warnings": []})
+        raise typer.Exit(exc.exit_code) from None
+    _print_json({"v": 1, "request_id": _request_id(), "ok": True, "result": result, "warnings": []})
+
+
 # Agent integration (caller-side, not protocol ops): `memoree mcp`, `remember`, `checkpoint`,
 # `pending`, `compiler` and `import`, defined in memoree.agent_cli.
 from memoree.agent_cli import register as _register_agent_commands  # noqa: E402

@@ -6,21 +6,19 @@ Modules that add ops later register their readers here too.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from memoree.queries import (
-    citations,
-    conflicts,
-    context_build,
-    entities,
-    probe,
-    recall,
-    relations,
-    retrieve,
-    search,
-)
-
 __all__ = ["install"]
+
+
+def _query(name: str) -> Any:
+    """A query module, imported on first use: each call pays only for the op it runs."""
+    return importlib.import_module(f"memoree.queries.{name}")
+
+
+def _factops() -> Any:
+    return importlib.import_module("memoree.factops")
 
 
 def install(service: Any) -> None:
@@ -36,36 +34,34 @@ def install(service: Any) -> None:
         "doctor": lambda request, inp: doctor(service),
         "verify": lambda request, inp: _verify(service),
         "backup.create": lambda request, inp: _backup(service, inp),
-        "artifact.get": lambda request, inp: entities.artifact_get(engine().conn, engine().cas, inp),
-        "artifact.history": lambda request, inp: entities.artifact_history(engine().conn, inp),
-        "claim.get": lambda request, inp: entities.claim_get(engine().conn, inp),
-        "claim.history": lambda request, inp: entities.claim_history(engine().conn, inp),
-        "relation.list": lambda request, inp: relations.relation_list(
+        "artifact.get": lambda request, inp: _query("entities").artifact_get(engine().conn, engine().cas, inp),
+        "artifact.history": lambda request, inp: _query("entities").artifact_history(engine().conn, inp),
+        "claim.get": lambda request, inp: _query("entities").claim_get(engine().conn, inp),
+        "claim.history": lambda request, inp: _query("entities").claim_history(engine().conn, inp),
+        "relation.list": lambda request, inp: _query("relations").relation_list(
             engine().conn, request.context.scope(), request.context.pins, inp),
-        "conflict.list": lambda request, inp: conflicts.conflict_list(
+        "conflict.list": lambda request, inp: _query("conflicts").conflict_list(
             engine().conn, request.context.scope(), inp),
-        "search": lambda request, inp: search.search(read_scope(engine(), request), inp),
-        "memory.recall": lambda request, inp: recall.recall(read_scope(engine(), request), inp),
-        "context.build": lambda request, inp: context_build.context_build(
+        "search": lambda request, inp: _query("search").search(read_scope(engine(), request), inp),
+        "memory.recall": lambda request, inp: _query("recall").recall(read_scope(engine(), request), inp),
+        "context.build": lambda request, inp: _query("context_build").context_build(
             read_scope(engine(), request), inp),
-        "memory.probe": lambda request, inp: probe.probe(read_scope(engine(), request), inp),
-        "memory.retrieve": lambda request, inp: retrieve.retrieve(read_scope(engine(), request), inp),
-        "citation.get": lambda request, inp: citations.citation_get(engine().conn, engine().cas, inp),
+        "memory.probe": lambda request, inp: _query("probe").probe(read_scope(engine(), request), inp),
+        "memory.retrieve": lambda request, inp: _query("retrieve").retrieve(read_scope(engine(), request), inp),
+        "citation.get": lambda request, inp: _query("citations").citation_get(engine().conn, engine().cas, inp),
     })
-    from memoree import factops
-
     service.readers.update({
-        "fact.recall": lambda request, inp: factops.recall(engine(), inp),
-        "receipt.verify": lambda request, inp: factops.verify_receipt(engine(), inp),
-        "fact.identity": lambda request, inp: factops.identity(engine()),
-        "band.list": lambda request, inp: factops.band_list(engine()),
+        "fact.recall": lambda request, inp: _factops().recall(engine(), inp),
+        "receipt.verify": lambda request, inp: _factops().verify_receipt(engine(), inp),
+        "fact.identity": lambda request, inp: _factops().identity(engine()),
+        "band.list": lambda request, inp: _factops().band_list(engine()),
     })
 
 
 def read_scope(engine: Any, request: Any) -> Any:
     """What a retrieval read needs: the store, the caller's context and pins, now, the log head."""
     context = request.context
-    return search.ReadScope(
+    return _query("search").ReadScope(
         conn=engine.conn, ambient=context.scope(), pins=tuple(context.pins),
         now=engine.handler.clock(), head=engine.head(), cas=engine.cas,
     )

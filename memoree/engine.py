@@ -66,14 +66,28 @@ class Engine:
         self.conn = connect(db_path, synchronous=synchronous)
         self.log = SqliteEventStore(self.conn)
         self.cas = ContentStore(self.conn, self.data_dir / "blobs")
+        # Scale-out: with MEMOREE_LOG_URL the log and blobs live in PostgreSQL and this file keeps
+        # a verified replica plus the projections (memoree.sharedlog); None for the embedded log.
+        from memoree.logconfig import open_shared_log
+
+        self.shared = open_shared_log(self.conn, db_path)
+        if self.shared is not None:
+            self.log, self.cas = self.shared, self.shared.cas
         self.keys = KeyRing(self.data_dir / "keys")
         self.projectors: list[Projector] = sync_projectors(self.cas)
         self.handler = CommandHandler(self.log, self.cas, self.projectors, clock=clock, new_id=id_factory)
-        from memoree.commands.facts import install as install_fact_commands
-
-        install_fact_commands(self)  # band.register, fact.attest: they sign with the node key
+        # band.register and fact.attest sign with the node key; their module loads on first use.
+        for op in ("band.register", "fact.attest"):
+            self.handler.lazy_commands[op] = self._install_fact_commands
         self._bring_projections_up_to_date()
         self._finish_purges()
+        if self.shared is not None:
+            self.shared.follow(self.projectors, sync_projectors)  # catch-up subscription
+
+    def _install_fact_commands(self) -> None:
+        from memoree.commands.facts import install
+
+        install(self)
 
     @property
     def db_path(self) -> Path:
@@ -97,6 +111,10 @@ class Engine:
         with self.log.transaction() as conn:
             if key.epoch not in recorded_epochs(conn):
                 self._record_epoch(conn, key)
+            elif self.shared is not None:
+                from memoree.sharedlog import require_recorded_key
+
+                require_recorded_key(recorded_epochs(conn), key)
         return key
 
     def rotate_key(self) -> NodeKey:
@@ -119,6 +137,8 @@ class Engine:
         return self.log.head().commit_seq
 
     def close(self) -> None:
+        if self.shared is not None:
+            self.shared.close()
         self.conn.close()
 
     def _select(self, names: Sequence[str] | None) -> list[Projector]:

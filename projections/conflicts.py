@@ -22,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, NamedTuple
 
 from blake3 import blake3
-from ulid import ULID
+from memoree.ids import ulid_from_bytes
 
 from memoree.errors import IntegrityError
 from memoree.eventlog.store import RecordedEvent
@@ -52,7 +52,7 @@ def derived_id(prefix: str, at: str, commit_seq: int, ordinal: int) -> str:
     instant = datetime.fromisoformat(at.replace("Z", "+00:00"))
     millis = max(0, (instant - _EPOCH) // _MILLISECOND) & ((1 << 48) - 1)
     tail = blake3(f"{prefix}\0{commit_seq}\0{ordinal}".encode()).digest()[:10]
-    return f"{prefix}_{ULID.from_bytes(millis.to_bytes(6, 'big') + tail)}"
+    return f"{prefix}_{ulid_from_bytes(millis.to_bytes(6, 'big') + tail)}"
 
 
 class _Case(NamedTuple):

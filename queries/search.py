@@ -519,10 +519,18 @@ def annotate_lexical(conn: Any, analysis: AnalyzedQuery, candidates: Sequence[Ca
         if not subset:
             continue
         doc_ids = [c.doc_id for c in subset]
-        matches = [_docs_matching(conn, table.word_index, unit.fts_expression, doc_ids)
+        matches = [_unit_matches(conn, table.word_index, analysis, unit, subset, doc_ids)
                    for unit in analysis.units]
         for candidate in subset:
             _qualify(candidate, analysis, [candidate.doc_id in found for found in matches])
+
+
+def _unit_matches(conn: Any, index: str, analysis: AnalyzedQuery, unit: QueryUnit,
+                  subset: Sequence[Candidate], doc_ids: Sequence[int]) -> set[int]:
+    # With a single unit the whole-query expression is that unit's: every lexical candidate matched it.
+    if len(analysis.units) == 1 and all(c.lexical_candidate for c in subset):
+        return set(doc_ids)
+    return _docs_matching(conn, index, unit.fts_expression, doc_ids)
 
 
 def _docs_matching(conn: Any, index: str, expression: str, doc_ids: Sequence[int]) -> set[int]:
@@ -885,7 +893,9 @@ def _chunk_scores(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[_ChunkRow
     units: dict[int, int] = {}
     phrases: dict[int, int] = {}
     for unit in analysis.units:
-        for chunk_id in _docs_matching(conn, "artifact_chunk_fts", unit.fts_expression, ids):
+        single = len(analysis.units) == 1  # then a chunk matches the unit iff it matched the query
+        matching = set(bm25) if single else _docs_matching(conn, "artifact_chunk_fts", unit.fts_expression, ids)
+        for chunk_id in matching:
             units[chunk_id] = units.get(chunk_id, 0) + 1
             if unit.phrase:
                 phrases[chunk_id] = phrases.get(chunk_id, 0) + 1

@@ -1,0 +1,624 @@
+"""The PostgreSQL event-log backend: one shared log that many hosts append to, and its blobs.
+
+Every write transaction starts by locking the one row of ``log_head`` (``SELECT ... FOR UPDATE``):
+that row is the append lock. An append advances the counter with ``UPDATE log_head SET seq = seq
++ n RETURNING seq`` in the same transaction, so ``commit_seq`` is dense, gapless and equal to
+commit order (a rollback undoes the increment; the row lock orders the commits). There is no
+sequence object anywhere. The unique ``(stream_id, stream_version)`` gives optimistic
+concurrency across hosts, the unique namespaced ``idempotency_key`` makes a retry on any host find
+the original, triggers make events, no-op records and checkpoints immutable, and a transaction
+that appended sends exactly one ``NOTIFY`` (a doorbell for followers; it carries nothing they
+rely on). Content bytes live in the ``blobs`` table, so every host can serve them.
+
+This module is the one place that translates ``psycopg`` errors into the error tree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from memoree.errors import (
+    ConfigError,
+    IdempotencyConflict,
+    IntegrityError,
+    InternalError,
+    MemoreeError,
+    NotFound,
+)
+
+from .cas import digest_hex
+from .checkpoints import Checkpoint
+from .codec import GENESIS_HASH, chain_hash, decode_envelope, decode_payload, encode_event
+from .store import (
+    IdempotencyHit,
+    LogHead,
+    NewEvent,
+    RawEvent,
+    RecordedEvent,
+    StreamVersionConflict,
+)
+
+__all__ = [
+    "NOTIFY_CHANNEL",
+    "PG_SCHEMA",
+    "PostgresContentStore",
+    "PostgresEventStore",
+    "SharedCounters",
+    "connect_pg",
+    "redact_url",
+    "translate_pg_error",
+]
+
+NOTIFY_CHANNEL = "memoree_log"
+SCHEMA_VERSION = "1"
+LOCK_TIMEOUT_S = 30
+_SCHEMA_LOCK_ID = 0x6D656D6F72656501  # an advisory lock that serializes schema creation
+
+PG_SCHEMA = r"""
+CREATE TABLE IF NOT EXISTS log_head (
+    singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    seq         bigint NOT NULL CHECK (seq >= 0),
+    hash        bytea NOT NULL,
+    noops       bigint NOT NULL DEFAULT 0,
+    checkpoints bigint NOT NULL DEFAULT 0
+);
+INSERT INTO log_head (singleton, seq, hash) VALUES (true, 0, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea)
+    ON CONFLICT (singleton) DO NOTHING;
+CREATE TABLE IF NOT EXISTS events (
+    commit_seq      bigint PRIMARY KEY CHECK (commit_seq > 0),
+    event_id        text NOT NULL UNIQUE,
+    type            text NOT NULL,
+    stream_id       text NOT NULL,
+    stream_version  bigint NOT NULL CHECK (stream_version > 0),
+    at              text NOT NULL,
+    idempotency_key text,
+    request_digest  text,
+    data            bytea NOT NULL,
+    prev_hash       bytea NOT NULL,
+    hash            bytea NOT NULL,
+    CONSTRAINT events_stream_version_unique UNIQUE (stream_id, stream_version),
+    CONSTRAINT events_idempotency_key_unique UNIQUE (idempotency_key)
+);
+CREATE INDEX IF NOT EXISTS events_by_type ON events (type, commit_seq);
+CREATE TABLE IF NOT EXISTS idempotency_noops (
+    noop_seq       bigint PRIMARY KEY CHECK (noop_seq > 0),
+    key            text NOT NULL CONSTRAINT idempotency_noops_key_unique UNIQUE,
+    request_digest text NOT NULL,
+    operation      text NOT NULL,
+    commit_seq     bigint NOT NULL REFERENCES events (commit_seq),
+    result_json    bytea NOT NULL,
+    recorded_at    text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    checkpoint_seq bigint PRIMARY KEY CHECK (checkpoint_seq > 0),
+    tree_size      bigint NOT NULL UNIQUE,
+    root           bytea NOT NULL,
+    key_epoch      bigint NOT NULL,
+    signed_at      text NOT NULL,
+    note           bytea NOT NULL,
+    signature      bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS blobs (
+    hash text PRIMARY KEY,
+    size bigint NOT NULL CHECK (size >= 0),
+    data bytea NOT NULL
+);
+CREATE OR REPLACE FUNCTION memoree_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'rows of % are immutable', TG_TABLE_NAME USING ERRCODE = 'restrict_violation';
+END
+$$;
+CREATE OR REPLACE TRIGGER events_immutable BEFORE UPDATE OR DELETE ON events
+    FOR EACH ROW EXECUTE FUNCTION memoree_refuse_change();
+CREATE OR REPLACE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
+    FOR EACH STATEMENT EXECUTE FUNCTION memoree_refuse_change();
+CREATE OR REPLACE TRIGGER idempotency_noops_immutable BEFORE UPDATE OR DELETE ON idempotency_noops
+    FOR EACH ROW EXECUTE FUNCTION memoree_refuse_change();
+CREATE OR REPLACE TRIGGER checkpoints_immutable BEFORE UPDATE OR DELETE ON checkpoints
+    FOR EACH ROW EXECUTE FUNCTION memoree_refuse_change();
+CREATE TABLE IF NOT EXISTS log_meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+"""
+
+_INSERT_EVENT = (
+    "INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
+    "idempotency_key, request_digest, data, prev_hash, hash) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+_CHECKPOINT_COLUMNS = "checkpoint_seq, tree_size, root, key_epoch, signed_at, note, signature"
+
+
+class SharedCounters(NamedTuple):
+    """What the head row counts: events (the head position), no-op records, checkpoints."""
+
+    seq: int
+    noops: int
+    checkpoints: int
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced, fit for messages and logs."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+def connect_pg(url: str) -> Any:
+    """An autocommit connection (transactions are issued explicitly) to the log's database."""
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=10,
+                               application_name="memoree")
+    except psycopg.Error as exc:
+        raise translate_pg_error(exc, url=url) from exc
+
+
+def ensure_schema(conn: Any) -> None:
+    """Create the log's tables once; concurrent first openers serialize on an advisory lock."""
+    if _schema_current(conn):
+        return
+    try:
+        conn.execute("BEGIN")
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
+        if not _schema_current(conn):
+            conn.execute(PG_SCHEMA)
+            conn.execute(
+                "INSERT INTO log_meta (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (SCHEMA_VERSION,))
+        conn.execute("COMMIT")
+    except psycopg.Error as exc:
+        _rollback_quietly(conn)
+        raise translate_pg_error(exc) from exc
+
+
+def _schema_current(conn: Any) -> bool:
+    try:
+        found = conn.execute("SELECT to_regclass('log_meta') IS NOT NULL").fetchone()[0]
+        if not found:
+            return False
+        row = conn.execute("SELECT value FROM log_meta WHERE key = 'schema_version'").fetchone()
+    except psycopg.Error as exc:
+        raise translate_pg_error(exc) from exc
+    return row is not None and row[0] == SCHEMA_VERSION
+
+
+def _rollback_quietly(conn: Any) -> None:
+    try:
+        if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")
+    except psycopg.Error:
+        pass
+
+
+class PostgresEventStore:
+    """The shared event log in one PostgreSQL database, through one connection."""
+
+    def __init__(self, url: str, *, lock_timeout_s: int = LOCK_TIMEOUT_S) -> None:
+        self.url = url
+        self.lock_timeout_s = lock_timeout_s
+        self.conn = self._connect()
+        self._depth = 0
+        self._appended = False
+        ensure_schema(self.conn)
+
+    # ------------------------------------------------------------------ transactions
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """One write transaction holding the append lock; nested use becomes a savepoint."""
+        if self._depth:
+            with self.savepoint():
+                yield self.conn
+            return
+        self.begin()
+        try:
+            yield self.conn
+        except BaseException:
+            self.rollback()
+            raise
+        self.commit()
+
+    def begin(self) -> SharedCounters:
+        """Open the write transaction and take the append lock; return the locked counters."""
+        if self._depth:
+            raise InternalError("a write transaction is already open on this connection")
+        try:  # one round trip; on an idle connection found dead, _execute reconnects once
+            cursor = self._execute(
+                "BEGIN; SELECT seq, noops, checkpoints FROM log_head WHERE singleton FOR UPDATE")
+            while cursor.nextset():
+                pass
+            row = cursor.fetchone()
+        except BaseException:
+            _rollback_quietly(self.conn)
+            raise
+        self._depth, self._appended = 1, False
+        return SharedCounters(*row)
+
+    def commit(self) -> None:
+        """Ring the doorbell once if anything was appended, then commit."""
+        try:
+            self.conn.execute(f"NOTIFY {NOTIFY_CHANNEL}; COMMIT" if self._appended else "COMMIT")
+        except psycopg.Error as exc:
+            _rollback_quietly(self.conn)
+            failure = translate_pg_error(exc, url=self.url)
+            if failure.retryable:
+                failure.hint = ("The commit's outcome is unknown; retry with the same idempotency "
+                                "key, which returns the original result if it committed.")
+            raise failure from exc
+        finally:
+            self._depth, self._appended = 0, False
+
+    def rollback(self) -> None:
+        self._depth, self._appended = 0, False
+        _rollback_quietly(self.conn)
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested unit inside the open transaction: a failure rolls back only this unit."""
+        name = f"unit{self._depth}"
+        self._execute(f"SAVEPOINT {name}")
+        self._depth += 1
+        try:
+            yield
+        except BaseException:
+            self._depth -= 1
+            self._execute(f"ROLLBACK TO SAVEPOINT {name}")
+            self._execute(f"RELEASE SAVEPOINT {name}")
+            raise
+        self._depth -= 1
+        self._execute(f"RELEASE SAVEPOINT {name}")
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except psycopg.Error:
+            pass
+
+    def _connect(self) -> Any:
+        conn = connect_pg(self.url)
+        try:
+            conn.execute(f"SET lock_timeout = '{int(self.lock_timeout_s)}s'")
+        except psycopg.Error as exc:
+            raise translate_pg_error(exc, url=self.url) from exc
+        return conn
+
+    def _reconnect_if_broken(self) -> None:
+        if self.conn.closed or self.conn.broken:
+            self.conn = self._connect()
+
+    def _execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        """Run one statement; outside a transaction a dead connection is replaced and retried once.
+
+        Statements run outside a transaction are reads or idempotent blob writes, so running
+        one again on a fresh session is safe; inside a transaction a lost session is an error.
+        """
+        if not self._depth:
+            self._reconnect_if_broken()
+        try:
+            return self.conn.execute(sql, params)
+        except psycopg.OperationalError as exc:
+            if self._depth or not self.conn.broken:
+                raise translate_pg_error(exc, url=self.url) from exc
+            failure: Exception = exc
+        except psycopg.Error as exc:
+            raise translate_pg_error(exc, url=self.url) from exc
+        try:
+            self.conn = self._connect()
+            return self.conn.execute(sql, params)
+        except psycopg.Error as exc:
+            raise translate_pg_error(exc, url=self.url) from failure
+
+    def _require_transaction(self, what: str) -> None:
+        if not self._depth:
+            raise InternalError(f"{what} outside a write transaction")
+
+    # ------------------------------------------------------------------ appends
+
+    def append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]:
+        """Append events at the next positions; must run inside ``transaction()``."""
+        self._require_transaction("append")
+        if not events:
+            return []
+        seq, prev = self._advance_head(len(events))
+        recorded: list[RecordedEvent] = []
+        for event in events:
+            seq += 1
+            recorded.append(_record(event, seq, prev))
+            prev = recorded[-1].hash
+        self._insert(recorded, events)
+        self._appended = True
+        return recorded
+
+    def append_recorded(self, events: Sequence[RecordedEvent]) -> None:
+        """Store already-recorded events verbatim at their own positions (migration by replay).
+
+        Each must continue the log exactly: the next position, the head's hash as ``prev_hash``
+        and a chain hash that matches its stored bytes.
+        """
+        self._require_transaction("append_recorded")
+        if not events:
+            return
+        first, prev = self._advance_head(len(events))
+        for offset, event in enumerate(events, start=1):
+            if event.commit_seq != first + offset or event.prev_hash != prev \
+                    or chain_hash(prev, event.data) != event.hash:
+                raise IntegrityError(f"event {event.commit_seq} does not continue the target log",
+                                     details={"commit_seq": event.commit_seq})
+            prev = event.hash
+        self._insert(events, events)
+        self._appended = True
+
+    def _advance_head(self, count: int) -> tuple[int, bytes]:
+        """Move the counter by ``count`` under the append lock; return the old head."""
+        last, digest = self._execute(
+            "UPDATE log_head SET seq = seq + %s WHERE singleton RETURNING seq, hash", (count,)
+        ).fetchone()
+        return last - count, bytes(digest)
+
+    def _insert(self, records: Sequence[RecordedEvent], events: Sequence[Any]) -> None:
+        """Insert the rows and move the head's hash to the last one, in one round trip."""
+        rows = [(r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
+                 r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash) for r in records]
+        try:
+            with self.conn.pipeline():
+                self.conn.cursor().executemany(_INSERT_EVENT, rows)
+                self.conn.execute("UPDATE log_head SET hash = %s WHERE singleton", (records[-1].hash,))
+        except pg_errors.UniqueViolation as exc:
+            raise _append_conflict(exc, _conflicting(exc, events)) from exc
+        except psycopg.Error as exc:
+            raise translate_pg_error(exc, url=self.url) from exc
+
+    # ------------------------------------------------------------------ reads
+
+    def head(self) -> LogHead:
+        seq, digest = self._execute("SELECT seq, hash FROM log_head WHERE singleton").fetchone()
+        return LogHead(seq, bytes(digest)) if seq else LogHead(0, GENESIS_HASH)
+
+    def read(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
+        """Yield events after position ``after`` in order, decoded from their stored bytes."""
+        for raw in self.read_raw(after, limit):
+            yield recorded_from_raw(raw)
+
+    def read_raw(self, after: int = 0, limit: int | None = None) -> Iterator[RawEvent]:
+        remaining = limit if limit is not None else -1
+        page = 2000
+        while remaining:
+            take = page if remaining < 0 else min(page, remaining)
+            rows = self._execute(
+                "SELECT commit_seq, type, data, prev_hash, hash FROM events "
+                "WHERE commit_seq > %s ORDER BY commit_seq LIMIT %s", (after, take),
+            ).fetchall()
+            for seq, type_, data, prev, digest in rows:
+                yield RawEvent(seq, type_, bytes(data), bytes(prev), bytes(digest))
+            if len(rows) < take:
+                return
+            after = rows[-1][0]
+            if remaining > 0:
+                remaining -= len(rows)
+
+    def hash_at(self, commit_seq: int) -> bytes | None:
+        row = self._execute("SELECT hash FROM events WHERE commit_seq = %s", (commit_seq,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def find_idempotency_key(self, key: str) -> IdempotencyHit | None:
+        row = self._execute(
+            "SELECT commit_seq, request_digest, type FROM events WHERE idempotency_key = %s", (key,)
+        ).fetchone()
+        return None if row is None else IdempotencyHit(row[0], row[1] or "", row[2])
+
+    def stream_version(self, stream_id: str) -> int:
+        row = self._execute(
+            "SELECT max(stream_version) FROM events WHERE stream_id = %s", (stream_id,)).fetchone()
+        return row[0] or 0
+
+    def counters(self) -> SharedCounters:
+        """Events (the head position), no-op records and checkpoints, as the head row counts them."""
+        return SharedCounters(*self._execute(
+            "SELECT seq, noops, checkpoints FROM log_head WHERE singleton").fetchone())
+
+    # ------------------------------------------------------------------ no-op idempotency records
+
+    def record_noop(self, key: str, request_digest: str, operation: str, commit_seq: int,
+                    result_json: bytes, at: str) -> int:
+        """Record the key of a mutation that committed nothing; return its record number."""
+        self._require_transaction("record_noop")
+        (noop_seq,) = self._execute(
+            "UPDATE log_head SET noops = noops + 1 WHERE singleton RETURNING noops").fetchone()
+        try:
+            self.conn.execute(
+                "INSERT INTO idempotency_noops (noop_seq, key, request_digest, operation, "
+                "commit_seq, result_json, recorded_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (noop_seq, key, request_digest, operation, commit_seq, result_json, at),
+            )
+        except pg_errors.UniqueViolation as exc:
+            raise IdempotencyConflict(key, details={"idempotency_key": key}) from exc
+        except psycopg.Error as exc:
+            raise translate_pg_error(exc, url=self.url) from exc
+        return noop_seq
+
+    def find_noop(self, key: str) -> tuple[str, str, int, bytes] | None:
+        """``(request_digest, operation, commit_seq, result_json)`` of a recorded no-op key."""
+        row = self._execute(
+            "SELECT request_digest, operation, commit_seq, result_json FROM idempotency_noops "
+            "WHERE key = %s", (key,)).fetchone()
+        return None if row is None else (row[0], row[1], row[2], bytes(row[3]))
+
+    def noops_after(self, noop_seq: int) -> list[tuple[str, str, str, int, bytes, str]]:
+        """No-op records numbered after ``noop_seq``, in order, as the SQLite table holds them."""
+        rows = self._execute(
+            "SELECT key, request_digest, operation, commit_seq, result_json, recorded_at "
+            "FROM idempotency_noops WHERE noop_seq > %s ORDER BY noop_seq", (noop_seq,)).fetchall()
+        return [(k, d, op, seq, bytes(res), at) for k, d, op, seq, res, at in rows]
+
+    # ------------------------------------------------------------------ signed checkpoints
+
+    def list_checkpoints(self, after: int = 0) -> list[Checkpoint]:
+        rows = self._execute(
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE checkpoint_seq > %s "
+            "ORDER BY checkpoint_seq", (after,)).fetchall()
+        return [Checkpoint(checkpoint_seq=r[0], tree_size=r[1], root=bytes(r[2]), key_epoch=r[3],
+                           signed_at=r[4], note=bytes(r[5]), signature=bytes(r[6])) for r in rows]
+
+    def insert_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Record the next signed checkpoint; must run inside ``transaction()``."""
+        self._require_transaction("insert_checkpoint")
+        (count,) = self._execute(
+            "UPDATE log_head SET checkpoints = checkpoints + 1 WHERE singleton RETURNING checkpoints"
+        ).fetchone()
+        if count != checkpoint.checkpoint_seq:
+            raise IntegrityError(
+                f"checkpoint {checkpoint.checkpoint_seq} is not the next one (expected {count})",
+                details={"checkpoint_seq": checkpoint.checkpoint_seq})
+        self._execute(
+            f"INSERT INTO checkpoints ({_CHECKPOINT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (checkpoint.checkpoint_seq, checkpoint.tree_size, checkpoint.root,
+             checkpoint.key_epoch, checkpoint.signed_at, checkpoint.note, checkpoint.signature))
+
+
+def _record(event: NewEvent, seq: int, prev: bytes) -> RecordedEvent:
+    data = encode_event(
+        commit_seq=seq, event_id=event.event_id, type=event.type, stream_id=event.stream_id,
+        stream_version=event.stream_version, at=event.at, scope=event.scope,
+        idempotency_key=event.idempotency_key, request_digest=event.request_digest,
+        payload=event.payload,
+    )
+    return RecordedEvent(
+        commit_seq=seq, event_id=event.event_id, type=event.type, stream_id=event.stream_id,
+        stream_version=event.stream_version, at=event.at, scope=event.scope,
+        idempotency_key=event.idempotency_key, request_digest=event.request_digest,
+        payload=event.payload, data=data, prev_hash=prev, hash=chain_hash(prev, data),
+    )
+
+
+def recorded_from_raw(raw: RawEvent) -> RecordedEvent:
+    """A stored row decoded into its envelope fields and typed payload."""
+    envelope = decode_envelope(raw.data)
+    return RecordedEvent(
+        commit_seq=raw.commit_seq, event_id=envelope.event_id, type=envelope.type,
+        stream_id=envelope.stream_id, stream_version=envelope.stream_version, at=envelope.at,
+        scope=envelope.scope, idempotency_key=envelope.idempotency_key,
+        request_digest=envelope.request_digest, payload=decode_payload(envelope),
+        data=raw.data, prev_hash=raw.prev_hash, hash=raw.hash,
+    )
+
+
+def _conflicting(exc: Any, events: Sequence[Any]) -> Any:
+    """The event a unique violation names (its detail quotes the key), else the first one."""
+    detail = getattr(exc.diag, "message_detail", None) or ""
+    for event in events:
+        if f"({event.stream_id}, {event.stream_version})" in detail or (
+                event.idempotency_key and f"({event.idempotency_key})" in detail):
+            return event
+    return events[0]
+
+
+def _append_conflict(exc: Any, event: Any) -> MemoreeError:
+    constraint = getattr(exc.diag, "constraint_name", None) or ""
+    if constraint == "events_stream_version_unique":
+        return StreamVersionConflict(
+            f"stream {event.stream_id} already has version {event.stream_version}",
+            details={"stream_id": event.stream_id, "stream_version": event.stream_version},
+        )
+    if constraint == "events_idempotency_key_unique":
+        return IdempotencyConflict(
+            event.idempotency_key or "", details={"idempotency_key": event.idempotency_key})
+    return translate_pg_error(exc)
+
+
+def translate_pg_error(exc: Exception, *, url: str | None = None) -> MemoreeError:
+    """Map a driver error onto the error tree: unreachable, lock timeout, immutability, other."""
+    where = f" at {redact_url(url)}" if url else ""
+    text = str(exc).strip()
+    if isinstance(exc, pg_errors.LockNotAvailable | pg_errors.QueryCanceled):
+        return InternalError(f"the shared log's append lock was not granted in time: {text}",
+                             retryable=True, hint="Another host holds the append lock; retry shortly.")
+    if isinstance(exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
+        return InternalError(f"shared log transaction conflict: {text}", retryable=True)
+    if isinstance(exc, pg_errors.RestrictViolation):
+        return IntegrityError(f"the shared log refused a change to immutable rows: {text}")
+    if isinstance(exc, pg_errors.InvalidCatalogName | pg_errors.InvalidAuthorizationSpecification
+                  | pg_errors.InvalidPassword):
+        return ConfigError(f"cannot open the shared log{where}: {text}")
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return InternalError(f"the shared log{where} is unreachable: {text}", retryable=True,
+                             hint="Check that PostgreSQL is running and MEMOREE_LOG_URL is right; "
+                                  "nothing was written.")
+    return InternalError(f"shared log error: {text}")
+
+
+class PostgresContentStore:
+    """Blob storage in the shared database's ``blobs`` table, with the CAS's put/get/contains API.
+
+    Every blob is a row, whatever its size (the content limit keeps rows small enough), so any
+    host serves any blob. ``put`` runs in the mutation's transaction when one is open. Whether a
+    blob was purged is answered from the host's replica of the log (``replica_conn``).
+    """
+
+    def __init__(self, store: PostgresEventStore, replica_conn: Any | None = None) -> None:
+        self.store = store
+        self.replica_conn = replica_conn
+
+    def put(self, data: bytes, digest: str | None = None) -> str:
+        digest = digest or digest_hex(data)
+        self.store._execute(
+            "INSERT INTO blobs (hash, size, data) VALUES (%s, %s, %s) ON CONFLICT (hash) DO NOTHING",
+            (digest, len(data), data))
+        return digest
+
+    def get(self, digest: str, size: int) -> bytes:
+        """The verified bytes for ``digest``; INTEGRITY_ERROR when missing or damaged."""
+        row = self.store._execute("SELECT data FROM blobs WHERE hash = %s", (digest,)).fetchone()
+        if row is None:
+            raise IntegrityError(f"blob {digest} is missing from the content store",
+                                 details={"blob_hash": digest})
+        data = bytes(row[0])
+        if len(data) != size or digest_hex(data) != digest:
+            raise IntegrityError(f"blob {digest} does not match its digest or size",
+                                 details={"blob_hash": digest})
+        return data
+
+    def contains(self, digest: str, size: int) -> bool:
+        try:
+            self.get(digest, size)
+        except (IntegrityError, NotFound):
+            return False
+        return True
+
+    def erase_inline(self, digest: str) -> None:
+        """Delete a blob's row (inside the purge's transaction)."""
+        self.store._execute("DELETE FROM blobs WHERE hash = %s", (digest,))
+
+    def erase_file(self, digest: str) -> None:
+        """Blobs are rows here; erasing one again after a crash deletes any row that remains."""
+        self.erase_inline(digest)
+
+    def finish_erasure(self, digests: list[str]) -> None:
+        """After a purge commits: make sure the rows are gone and reclaim their space."""
+        for digest in digests:
+            self.erase_inline(digest)
+        if not self.store.in_transaction:
+            self.store._execute("VACUUM blobs")
+        if self.replica_conn is not None:
+            self.replica_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def is_purged(self, digest: str) -> bool:
+        """Whether the log records a purge of ``digest``."""
+        if self.replica_conn is not None:
+            return self.replica_conn.execute(
+                "SELECT 1 FROM events WHERE type = 'artifact.purged' AND instr(data, ?) > 0 LIMIT 1",
+                (digest.encode(),),
+            ).fetchone() is not None
+        row = self.store._execute(
+            "SELECT 1 FROM events WHERE type = 'artifact.purged' AND position(%s IN data) > 0 LIMIT 1",
+            (digest.encode(),)).fetchone()
+        return row is not None

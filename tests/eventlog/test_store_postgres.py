@@ -1,0 +1,173 @@
+"""The PostgreSQL event store passes the shared contract unchanged and keeps its own promises.
+
+Skipped, with the reason, when no server is reachable through ``MEMOREE_TEST_PG_URL``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from memoree.errors import IdempotencyConflict, IntegrityError
+from memoree.eventlog.cas import digest_hex
+from memoree.eventlog.checkpoints import Checkpoint
+from memoree.eventlog.postgres import NOTIFY_CHANNEL, PostgresContentStore, PostgresEventStore, redact_url
+from memoree.eventlog.store import first_chain_break
+from tests.contracts.event_store_contract import EventStoreContract, append_one, new_event
+from tests.pgsupport import fresh_database
+
+
+def _write_many(url: str, worker: int, count: int) -> None:
+    store = PostgresEventStore(url)
+    for version in range(1, count + 1):
+        append_one(store, new_event(f"w{worker}", version, version))
+    store.close()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    with fresh_database() as url:
+        yield url
+
+
+class TestPostgresEventStore(EventStoreContract):
+    """The shared event-store contract, run against a fresh PostgreSQL database per test."""
+
+    writer_process_target = staticmethod(_write_many)
+
+    @pytest.fixture(autouse=True)
+    def _database(self, pg_url: str) -> Iterator[None]:
+        self.url = pg_url
+        self.opened: list[PostgresEventStore] = []
+        yield
+        for store in self.opened:
+            store.close()
+
+    def make_store(self, tmp_path: Path) -> Any:
+        return self._open()
+
+    def open_again(self, store: Any) -> Any:
+        return self._open()
+
+    def spawn_writer_args(self, store: Any) -> tuple[Any, ...]:
+        return (self.url,)
+
+    def _open(self) -> PostgresEventStore:
+        store = PostgresEventStore(self.url)
+        self.opened.append(store)
+        return store
+
+
+class TestPostgresSpecifics:
+    """Promises of the PostgreSQL backend beyond the shared contract."""
+
+    def test_stored_rows_are_immutable(self, pg_url: str) -> None:
+        """UPDATE, DELETE and TRUNCATE on the events table are refused by triggers."""
+        store = PostgresEventStore(pg_url)
+        append_one(store, new_event("a", 1, 0))
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for sql in ("UPDATE events SET type = 'x'", "DELETE FROM events", "TRUNCATE events CASCADE"):
+                with pytest.raises(psycopg.errors.RestrictViolation):
+                    conn.execute(sql)
+        assert 1 == store.head().commit_seq
+        store.close()
+
+    def test_idempotent_retry_on_another_connection_finds_the_original(self, pg_url: str) -> None:
+        """A retry through a second connection (another host) finds the key at the same commit_seq."""
+        first, second = PostgresEventStore(pg_url), PostgresEventStore(pg_url)
+        original = append_one(first, new_event("a", 1, 0, key="wsp:prj:k1"))
+        append_one(first, new_event("b", 1, 1))
+        with pytest.raises(IdempotencyConflict):
+            append_one(second, new_event("c", 1, 2, key="wsp:prj:k1"))
+        hit = second.find_idempotency_key("wsp:prj:k1")
+        assert original.commit_seq == hit.commit_seq == 1
+        assert 2 == second.head().commit_seq
+        first.close(), second.close()
+
+    def test_an_append_transaction_rings_the_doorbell_once(self, pg_url: str) -> None:
+        """Appending three events in one transaction sends exactly one notification."""
+        store = PostgresEventStore(pg_url)
+        listener = psycopg.connect(pg_url, autocommit=True)
+        listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        with store.transaction():
+            store.append([new_event("a", 1, 0), new_event("a", 2, 1), new_event("a", 3, 2)])
+        received = list(listener.notifies(timeout=1.0))
+        assert 1 == len(received)
+        listener.close()
+        store.close()
+
+    def test_append_lock_serializes_a_second_writer(self, pg_url: str) -> None:
+        """While one transaction holds the append lock, another writer waits, then follows it."""
+        holder, waiter = PostgresEventStore(pg_url), PostgresEventStore(pg_url)
+        entered, release, order = threading.Event(), threading.Event(), []
+
+        def hold() -> None:
+            with holder.transaction():
+                holder.append([new_event("a", 1, 0)])
+                entered.set()
+                release.wait(5)
+                order.append("holder")
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        entered.wait(5)
+        threading.Timer(0.3, release.set).start()
+        recorded = append_one(waiter, new_event("b", 1, 1))
+        order.append("waiter")
+        thread.join()
+        assert ["holder", "waiter"] == order
+        assert 2 == recorded.commit_seq
+        holder.close(), waiter.close()
+
+    def test_noops_and_checkpoints_are_numbered_under_the_lock(self, pg_url: str) -> None:
+        """No-op records and checkpoints are dense, immutable records beside the log."""
+        store = PostgresEventStore(pg_url)
+        append_one(store, new_event("a", 1, 0))
+        with store.transaction():
+            assert 1 == store.record_noop("k1", "d", "relation.put", 1, b"{}", "2026-01-01T00:00:00Z")
+        with pytest.raises(IdempotencyConflict), store.transaction():
+            store.record_noop("k1", "d", "relation.put", 1, b"{}", "2026-01-01T00:00:00Z")
+        assert ("d", "relation.put", 1, b"{}") == store.find_noop("k1")
+        checkpoint = Checkpoint(checkpoint_seq=1, tree_size=1, root=b"r", key_epoch=1,
+                                signed_at="t", note=b"n", signature=b"s")
+        with store.transaction():
+            store.insert_checkpoint(checkpoint)
+        with pytest.raises(IntegrityError), store.transaction():
+            store.insert_checkpoint(checkpoint)
+        assert [checkpoint] == store.list_checkpoints()
+        assert (1, 1, 1) == tuple(store.counters())
+        store.close()
+
+    def test_migration_appends_recorded_events_verbatim_or_refuses(self, pg_url: str) -> None:
+        """Recorded events keep their positions and bytes; one that does not continue the chain is refused."""
+        source = PostgresEventStore(pg_url)
+        events = [append_one(source, new_event(f"s{i}", 1, i)) for i in range(3)]
+        with fresh_database() as other_url:
+            target = PostgresEventStore(other_url)
+            with pytest.raises(IntegrityError), target.transaction():
+                target.append_recorded(events[1:])
+            with target.transaction():
+                target.append_recorded(events)
+            assert [e.data for e in events] == [e.data for e in target.read()]
+            assert first_chain_break(target.read_raw()) is None
+            target.close()
+        source.close()
+
+    def test_blobs_are_shared_and_verified(self, pg_url: str) -> None:
+        """A blob put through one connection is served, verified, by another."""
+        writer = PostgresContentStore(PostgresEventStore(pg_url))
+        reader = PostgresContentStore(PostgresEventStore(pg_url))
+        data = b"x" * 40_000
+        digest = writer.put(data)
+        assert digest == digest_hex(data) and data == reader.get(digest, len(data))
+        assert not reader.contains(digest, len(data) + 1)
+        assert not reader.contains("0" * 64, 3)
+
+    def test_passwords_are_redacted(self) -> None:
+        """Connection URLs in messages never show the password."""
+        assert "postgresql://u:***@h:5/db" == redact_url("postgresql://u:secret@h:5/db")

@@ -1,0 +1,22 @@
+"""Minted ids are prefixed ULIDs: 26 Crockford base32 characters, time-ordered."""
+
+from __future__ import annotations
+
+import re
+
+from memoree.ids import new_id, ulid_from_bytes, ulid_text
+
+
+class TestIds:
+    def test_ids_have_the_prefix_and_ulid_shape(self) -> None:
+        """new_id gives <prefix>_ followed by 26 Crockford base32 characters."""
+        assert re.fullmatch(r"art_[0-9A-HJKMNP-TV-Z]{26}", new_id("art"))
+
+    def test_known_bytes_encode_to_the_known_text(self) -> None:
+        """All-zero and all-one 16-byte values give the ULID spec's boundary texts."""
+        assert "0" * 26 == ulid_from_bytes(bytes(16))
+        assert "7" + "Z" * 25 == ulid_from_bytes(b"\xff" * 16)
+
+    def test_later_milliseconds_sort_later(self) -> None:
+        """The time prefix orders ids by creation millisecond."""
+        assert ulid_text(1_000) < ulid_text(2_000)

@@ -1,0 +1,208 @@
+"""Hosts in shared mode, in process: configuration, catch-up, gaps, foreign replicas, migration, keys.
+
+The PostgreSQL parts skip, with the reason, when no server is reachable through
+``MEMOREE_TEST_PG_URL``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from memoree import audit
+from memoree.errors import ConfigError, IntegrityError
+from memoree.eventlog.db import connect
+from memoree.eventlog.postgres import PostgresEventStore
+from memoree.eventlog.sqlite import SqliteEventStore
+from memoree.logconfig import log_url
+from memoree.logmigrate import migrate
+from memoree.service import Service
+from tests.conftest import Caller
+from tests.pgsupport import fresh_database
+
+
+@pytest.fixture
+def shared_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh database that every service opened in the test uses as its log."""
+    with fresh_database() as url:
+        monkeypatch.setenv("MEMOREE_LOG_URL", url)
+        yield url
+
+
+@pytest.fixture
+def open_host(tmp_path: Path) -> Iterator[Any]:
+    """Open in-process hosts (each its own data dir) and close them at the end."""
+    opened: list[Service] = []
+
+    def host(name: str) -> Caller:
+        service = Service(tmp_path / name)
+        opened.append(service)
+        return Caller(service)
+
+    yield host
+    for service in opened:
+        service.close()
+
+
+def wait_until(condition: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+
+
+class TestConfiguration:
+    """Which log an engine opens is decided by MEMOREE_LOG_URL or the config file."""
+
+    def test_embedded_log_without_a_url(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """No URL anywhere means the embedded SQLite log."""
+        monkeypatch.delenv("MEMOREE_LOG_URL", raising=False)
+        assert log_url(tmp_path / "missing.toml") is None
+
+    def test_environment_beats_the_config_file(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """MEMOREE_LOG_URL wins over [log] url; the config key works on its own."""
+        config = tmp_path / "config.toml"
+        config.write_text('[log]\nurl = "postgresql://cfg@127.0.0.1/db"\n')
+        monkeypatch.delenv("MEMOREE_LOG_URL", raising=False)
+        assert "postgresql://cfg@127.0.0.1/db" == log_url(config)
+        monkeypatch.setenv("MEMOREE_LOG_URL", "postgresql://env@127.0.0.1/db")
+        assert "postgresql://env@127.0.0.1/db" == log_url(config)
+
+    def test_other_schemes_are_a_config_error(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A URL that is not postgresql:// is refused, with its password hidden."""
+        monkeypatch.setenv("MEMOREE_LOG_URL", "mysql://u:secret@h/db")
+        with pytest.raises(ConfigError) as raised:
+            log_url()
+        assert "secret" not in raised.value.message
+
+
+class TestCatchUp:
+    """Hosts follow the shared log; decisions are made against the shared head."""
+
+    def test_follower_brings_an_idle_host_current(self, shared_url: str, open_host: Any) -> None:
+        """A write through A becomes readable on B without B writing anything."""
+        a, b = open_host("a"), open_host("b")
+        b.head()
+        artifact = a.put_text("followed by every host", key="p1")
+        wait_until(lambda: b.service.engine.shared.follower.applied >= 1)
+        assert b("artifact.get", {"artifact_id": artifact["artifact_id"]})["ok"]
+
+    def test_min_commit_seq_waits_for_the_host_to_catch_up(self, shared_url: str, open_host: Any) -> None:
+        """A read on B naming A's acknowledged commit_seq is answered, not INDEX_NOT_READY."""
+        a, b = open_host("a"), open_host("b")
+        b.head()
+        b.service.engine.shared.follower.stop()
+        envelope = a.ok("artifact.put", {"kind": "note", "title": "t",
+                                         "content": {"type": "text", "data": "lighthouse keeper"}}, key="p1")
+        found = b.ok("search", {"query": "lighthouse", "min_commit_seq": envelope["commit_seq"]})
+        assert envelope["result"]["artifact_id"] in str(found["result"])
+
+    def test_follower_reconnects_after_losing_postgres(self, shared_url: str, open_host: Any) -> None:
+        """Killing the follower's sessions costs nothing: it reconnects and resumes from its checkpoint."""
+        a, b = open_host("a"), open_host("b")
+        b.head()
+        follower = b.service.engine.shared.follower
+        with psycopg.connect(shared_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        artifact = a.put_text("after the outage", key="p1")
+        wait_until(lambda: follower.applied >= 1)
+        assert b("artifact.get", {"artifact_id": artifact["artifact_id"]})["ok"]
+
+    def test_a_gap_in_the_shared_log_is_an_error(self, shared_url: str, open_host: Any) -> None:
+        """A head that names a missing event fails writes with INTEGRITY_ERROR and reads with INDEX_NOT_READY."""
+        a = open_host("a")
+        a.put_text("one", key="p1")
+        with psycopg.connect(shared_url, autocommit=True) as admin:
+            admin.execute("UPDATE log_head SET seq = seq + 1")
+        envelope = a("artifact.put", {"kind": "note", "title": "t", "content": {"type": "text", "data": "two"}},
+                     key="p2")
+        assert "INTEGRITY_ERROR" == envelope["error"]["code"]
+        assert "INDEX_NOT_READY" == a("search", {"query": "one", "min_commit_seq": 2})["error"]["code"]
+
+    def test_a_replica_of_another_log_is_refused(self, shared_url: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+        """A data dir holding events the shared log lacks cannot join it."""
+        monkeypatch.delenv("MEMOREE_LOG_URL")
+        local = Service(tmp_path / "solo")
+        Caller(local).put_text("mine alone", key="p1")
+        local.close()
+        monkeypatch.setenv("MEMOREE_LOG_URL", shared_url)
+        with pytest.raises(IntegrityError):
+            Service(tmp_path / "solo").engine
+
+
+class TestMigration:
+    """`memoree log migrate` moves a store into PostgreSQL with positions preserved."""
+
+    def test_migrated_store_keeps_positions_and_serves_every_host(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, open_host: Any) -> None:
+        """Events, checkpoints and blobs arrive intact; the old data dir and a new host both continue."""
+        monkeypatch.delenv("MEMOREE_LOG_URL", raising=False)
+        solo = Service(tmp_path / "a")
+        caller = Caller(solo)
+        artifact = caller.put_text("x" * 40_000, key="big")
+        caller.put_text("small note", key="small")
+        audit.seal(solo.engine)
+        solo.close()
+        source = SqliteEventStore(connect(tmp_path / "a" / "memoree.sqlite3"))
+        with fresh_database() as url:
+            result = migrate(tmp_path / "a", url)
+            assert (0, source.head().commit_seq, 1) == (
+                result["resumed_from"], result["events_copied"], result["checkpoints_copied"])
+            assert 0 == migrate(tmp_path / "a", url)["events_copied"]
+            target = PostgresEventStore(url)
+            assert [e.data for e in source.read()] == [e.data for e in target.read()]
+            target.close()
+            monkeypatch.setenv("MEMOREE_LOG_URL", url)
+            a, b = open_host("a"), open_host("b")
+            assert a.ok("verify", {})["result"]["ok"]
+            got = b.ok("artifact.get", {"artifact_id": artifact["artifact_id"]})
+            assert 40_000 == len(got["result"]["content"]["data"])
+            assert 1 == len(b.service.engine.log.list_checkpoints())
+            assert source.head().commit_seq + 1 == b.ok(
+                "artifact.put", {"kind": "note", "title": "t", "content": {"type": "text", "data": "next"}},
+                key="next")["commit_seq"]
+
+    def test_a_foreign_target_is_refused(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         shared_url: str, open_host: Any) -> None:
+        """Migrating into a log that holds other events fails and changes nothing."""
+        open_host("other").put_text("someone else's", key="p1")
+        monkeypatch.delenv("MEMOREE_LOG_URL")
+        solo = Service(tmp_path / "solo")
+        Caller(solo).put_text("mine", key="p1")
+        solo.close()
+        with pytest.raises(IntegrityError):
+            migrate(tmp_path / "solo", shared_url)
+        store = PostgresEventStore(shared_url)
+        assert 1 == store.head().commit_seq
+        store.close()
+
+
+class TestNodeKeys:
+    """Hosts seal and attest with the one node key the shared log recorded."""
+
+    def test_a_host_with_another_key_refuses_to_sign(self, shared_url: str, tmp_path: Path,
+                                                     open_host: Any) -> None:
+        """B with its own key cannot seal; with A's keys copied in, B's checkpoint reaches A."""
+        a = open_host("a")
+        a.put_text("sealed by whoever holds the key", key="p1")
+        a.service.engine.node_key()
+        b = open_host("b")
+        b.head()
+        b.service.engine.keys.current()
+        with pytest.raises(ConfigError):
+            audit.seal(b.service.engine)
+        b.service.close()
+        shutil.rmtree(tmp_path / "b" / "keys")
+        shutil.copytree(tmp_path / "a" / "keys", tmp_path / "b" / "keys")
+        assert audit.seal(b.service.engine) is not None
+        a("artifact.put", {"kind": "note", "title": "t", "content": {"type": "text", "data": "later"}}, key="p2")
+        report = a.ok("verify", {})["result"]
+        assert report["ok"] and 1 == report["checked_checkpoints"], report

@@ -1,0 +1,213 @@
+"""Scale-out: appends per second and catch-up lag with 1, 2 and 4 writer processes, PostgreSQL vs SQLite.
+
+    python -m tools.bench.scaleout [--quick] [--puts N] [--pg-url URL]
+
+Every writer process opens its own store and sends durable ``artifact.put`` mutations (1 KiB
+texts, full path: decide, append, projections, commit) for its share of ``N``; the writers start
+together behind a barrier. Measured in the same run, on the same machine:
+
+- **PostgreSQL**: each writer is a host (its own data dir, ``MEMOREE_LOG_URL`` at a fresh
+  database); one more host, writing nothing, follows the log by the catch-up subscription.
+  Catch-up lag is the time from a writer's acknowledgement to that ``commit_seq`` being in the
+  follower host's local projections.
+- **SQLite** (baseline): every writer opens the same data dir, serialized by ``BEGIN
+  IMMEDIATE``; embedded mode has no second host, so the "follower" is a reader of the same file,
+  and its lag is plain visibility.
+
+Both observers poll their local file every 2 ms. The PostgreSQL admin URL comes from
+``--pg-url``, ``MEMOREE_BENCH_PG_URL`` or ``MEMOREE_TEST_PG_URL``; each run creates and drops
+its own database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import secrets
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from tools.bench.common import Row, percentile, print_table, rate
+
+WRITERS = (1, 2, 4)
+POLL_S = 0.002
+TEXT = ("every host follows one log and decides against its head. " * 20)[:1000]
+CONTEXT = {"workspace_id": "wsp_bench", "project_id": "prj_bench"}
+
+
+def request(worker: int, i: int) -> bytes:
+    return json.dumps({"v": 1, "request_id": f"r{worker}-{i}", "op": "artifact.put",
+                       "idempotency_key": f"k{worker}-{i}", "context": CONTEXT,
+                       "input": {"kind": "note", "title": f"note {worker}-{i}",
+                                 "content": {"type": "text", "data": f"{worker:02d}{i:06d} {TEXT}"}}}).encode()
+
+
+def _use_log(url: str | None) -> None:
+    if url:
+        os.environ["MEMOREE_LOG_URL"] = url
+    else:
+        os.environ.pop("MEMOREE_LOG_URL", None)
+
+
+def writer(data_dir: str, url: str | None, worker: int, count: int, barrier: Any, results: Any) -> None:
+    """One writer process: warm up outside the timing, wait for the others, then put ``count``."""
+    from memoree.service import Service
+
+    _use_log(url)
+    service = Service(Path(data_dir))
+    assert service.handle_bytes(request(worker, -1)).ok
+    barrier.wait()
+    acks = []
+    for i in range(count):
+        reply = service.handle_bytes(request(worker, i))
+        assert reply.ok, reply.body
+        acks.append((json.loads(reply.body)["commit_seq"], time.time()))
+    results.put({"acks": acks, "finished": time.time()})
+    service.close()
+
+
+def observer(data_dir: str, url: str | None, ready: Any, stop: Any, results: Any) -> None:
+    """Record when each commit_seq first shows up in this observer's local file."""
+    from memoree.eventlog.db import connect
+    from memoree.service import Service
+
+    _use_log(url)
+    service = Service(Path(data_dir))
+    conn = service.engine.conn if url else connect(Path(data_dir) / "memoree.sqlite3", readonly=True)
+    seen: dict[int, float] = {}
+    last = _local_head(conn)
+    ready.set()
+    while not stop.is_set():
+        head = _local_head(conn)
+        now = time.time()
+        for seq in range(last + 1, head + 1):
+            seen[seq] = now
+        last = head
+        time.sleep(POLL_S)
+    results.put(seen)
+    service.close()
+
+
+def _local_head(conn: Any) -> int:
+    return conn.execute("SELECT coalesce(max(commit_seq), 0) FROM events").fetchone()[0]
+
+
+def run_case(folder: Path, url: str | None, writers: int, puts: int) -> dict[str, float]:
+    """Throughput and lag percentiles for one backend and writer count."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, ready, stop = ctx.Barrier(writers + 1), ctx.Event(), ctx.Event()
+    acks_queue, seen_queue = ctx.Queue(), ctx.Queue()
+    shared_dir = folder / "sqlite-data"
+    _prepare_store(shared_dir, url)
+    watch = ctx.Process(target=observer, args=(str(folder / "observer" if url else shared_dir), url,
+                                               ready, stop, seen_queue))
+    watch.start()
+    ready.wait(120)
+    share = max(1, puts // writers)
+    procs = [ctx.Process(target=writer, args=(str(folder / f"host{w}" if url else shared_dir), url,
+                                               w, share, barrier, acks_queue)) for w in range(writers)]
+    for proc in procs:
+        proc.start()
+    barrier.wait(300)
+    started = time.time()
+    reports = [acks_queue.get(timeout=600) for _ in procs]
+    for proc in procs:
+        proc.join(60)
+    time.sleep(0.5)
+    stop.set()
+    seen = seen_queue.get(timeout=120)
+    watch.join(60)
+    return _summarize(reports, seen, started)
+
+
+def _prepare_store(data_dir: Path, url: str | None) -> None:
+    """Create the store (and the shared schema) before any timed process opens it."""
+    from memoree.service import Service
+
+    _use_log(url)
+    service = Service(data_dir)
+    service.engine
+    service.close()
+    _use_log(None)
+
+
+def _summarize(reports: list[dict[str, Any]], seen: dict[int, float], started: float) -> dict[str, float]:
+    acks = [ack for report in reports for ack in report["acks"]]
+    finished = max(report["finished"] for report in reports)
+    lags = [(seen[seq] - acked) * 1000 for seq, acked in acks if seq in seen]
+    return {"rate": rate(len(acks), finished - started), "p50": percentile(lags, 50),
+            "p95": percentile(lags, 95), "missed": len(acks) - len(lags)}
+
+
+def admin_url(explicit: str | None) -> str | None:
+    return explicit or os.environ.get("MEMOREE_BENCH_PG_URL") or os.environ.get("MEMOREE_TEST_PG_URL")
+
+
+def create_database(admin: str) -> str:
+    import psycopg
+
+    name = f"memoree_bench_{secrets.token_hex(4)}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(admin)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+
+def drop_database(admin: str, url: str) -> None:
+    import psycopg
+
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def measure(admin: str, writers: int, puts: int) -> tuple[dict[str, float], dict[str, float]]:
+    """``(postgresql, sqlite)`` results for one writer count, each on a fresh store."""
+    url = create_database(admin)
+    try:
+        with tempfile.TemporaryDirectory(prefix="memoree-scaleout-") as tmp:
+            pg = run_case(Path(tmp), url, writers, puts)
+    finally:
+        drop_database(admin, url)
+    with tempfile.TemporaryDirectory(prefix="memoree-scaleout-") as tmp:
+        lite = run_case(Path(tmp), None, writers, puts)
+    return pg, lite
+
+
+def rows_for(writers: int, pg: dict[str, float], lite: dict[str, float]) -> list[Row]:
+    plural = "writer" if writers == 1 else "writers"
+    return [
+        Row(f"artifact.put/s, {writers} {plural}", pg["rate"], lite["rate"], "/s", "SQLite"),
+        Row(f"catch-up lag p50 ms, {writers} {plural}", pg["p50"], lite["p50"], "ms", "SQLite", False),
+        Row(f"catch-up lag p95 ms, {writers} {plural}", pg["p95"], lite["p95"], "ms", "SQLite", False),
+    ]
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--puts", type=int, default=800, help="puts per case, shared by the writers")
+    parser.add_argument("--pg-url", default=None, help="PostgreSQL admin URL (creates and drops a database)")
+    parser.add_argument("--writers", default=",".join(map(str, WRITERS)), help="writer counts, e.g. 1,2,4")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes for a smoke run")
+    args = parser.parse_args(argv)
+    admin = admin_url(args.pg_url)
+    if admin is None:
+        print("scaleout bench needs PostgreSQL: pass --pg-url or set MEMOREE_BENCH_PG_URL", file=sys.stderr)
+        raise SystemExit(2)
+    puts = 40 if args.quick else args.puts
+    rows: list[Row] = []
+    for writers in (int(w) for w in args.writers.split(",")):
+        pg, lite = measure(admin, writers, puts)
+        rows += rows_for(writers, pg, lite)
+    print_table(rows)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
