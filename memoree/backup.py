@@ -48,6 +48,8 @@ def _rename_noreplace(source: Path, destination: Path) -> None:
 def _check_destination(destination: Path, data_dir: Path) -> Path:
     if not destination.is_absolute():
         raise InvalidRequest("backup destination must be an absolute path (the CLI makes relative ones absolute)")
+    if "\0" in str(destination):  # the OS would cut the path at the NUL and publish elsewhere
+        raise InvalidRequest("backup destination must not contain NUL characters")
     if os.path.lexists(destination):
         raise InvalidRequest(f"backup destination already exists: {destination}")
     parent = destination.parent

@@ -42,6 +42,7 @@ class Options:
     endpoint: Optional[str] = None
     autostart: bool = True
     in_process: bool = False
+    human: bool = False
 
     def call_options(self) -> callcmd.CallOptions:
         return callcmd.CallOptions(data_dir=self.data_dir, endpoint=self.endpoint,
@@ -61,6 +62,7 @@ def main(
     endpoint: Optional[str] = typer.Option(None, "--endpoint", envvar="MEMOREE_ENDPOINT", help="Daemon endpoint: unix://PATH or tcp://127.0.0.1:PORT."),
     no_autostart: bool = typer.Option(False, "--no-autostart", help="Never start the default daemon (also MEMOREE_NO_AUTOSTART=1)."),
     in_process: bool = typer.Option(False, "--in-process", help="Open the store in this process instead of using the daemon."),
+    human: bool = typer.Option(False, "--human", help="Print a readable table or Markdown instead of the JSON envelope."),
 ) -> None:
     """memoree: local, event-sourced memory for AI agents."""
     OPTIONS.data_dir = data_dir
@@ -68,6 +70,7 @@ def main(
     OPTIONS.endpoint = endpoint
     OPTIONS.autostart = not no_autostart
     OPTIONS.in_process = in_process
+    OPTIONS.human = human
 
 
 def _request_id() -> str:
@@ -83,11 +86,21 @@ def _send(op: str, payload: dict[str, Any], *, mutation: bool = False,
     if mutation:
         document["idempotency_key"] = idempotency_key or f"auto_{request_id}"
     body, exit_code = callcmd.run(json.dumps(document).encode(), OPTIONS.call_options())
+    _emit(body)
+    raise typer.Exit(exit_code)
+
+
+def _emit(body: bytes) -> None:
+    """Print an envelope: compact JSON, ``--pretty`` JSON, or ``--human`` text."""
+    if OPTIONS.human:
+        from memoree.render import render
+
+        typer.echo(render(json.loads(body)))
+        return
     if OPTIONS.pretty:
         body = json.dumps(json.loads(body), indent=2, ensure_ascii=False).encode()
     sys.stdout.buffer.write(body + b"\n")
     sys.stdout.flush()
-    raise typer.Exit(exit_code)
 
 
 def _drop_none(**fields: Any) -> dict[str, Any]:
@@ -168,6 +181,11 @@ def init(
 
 
 def _print_json(document: dict[str, Any]) -> None:
+    if OPTIONS.human and "ok" in document:
+        from memoree.render import render
+
+        typer.echo(render(document))
+        return
     indent = 2 if OPTIONS.pretty else None
     separators = None if indent else (",", ":")
     typer.echo(json.dumps(document, indent=indent, separators=separators, ensure_ascii=False))
@@ -249,10 +267,13 @@ def reindex(
     from memoree.errors import MemoreeError
     from memoree.paths import data_dir
 
+    from memoree.progress import progress_reporter
+
     try:
         engine = Engine(OPTIONS.data_dir or data_dir())
         try:
-            report = engine.reindex(projection)
+            with progress_reporter("reindex", engine.head()) as advance:
+                report = engine.reindex(projection, progress=advance)
         finally:
             engine.close()
     except MemoreeError as exc:
@@ -282,10 +303,52 @@ def artifact_get(
     artifact_id: str,
     revision: Optional[str] = typer.Option(None, "--revision", help="Exact revision id."),
     metadata_only: bool = typer.Option(False, "--metadata-only", help="Omit the content."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Write the bytes to this file (atomically) instead of printing them."),
+    force: bool = typer.Option(False, "--force", help="With --output: replace an existing file."),
 ) -> None:
     """Read an artifact (its current revision unless --revision)."""
-    _send("artifact.get", _drop_none(artifact_id=artifact_id, revision_id=revision,
-                                      include_content=not metadata_only))
+    payload = _drop_none(artifact_id=artifact_id, revision_id=revision, include_content=not metadata_only)
+    if output is None:
+        _send("artifact.get", payload)
+    document = {"v": 1, "request_id": _request_id(), "op": "artifact.get", "input": payload}
+    body, exit_code = callcmd.run(json.dumps(document).encode(), OPTIONS.call_options())
+    envelope = json.loads(body)
+    if envelope.get("ok") and "content" in envelope["result"]:
+        content = envelope["result"].pop("content")
+        data = content["data"].encode() if content["type"] == "text" else base64.b64decode(content["data"])
+        written = _write_atomically(output.expanduser().absolute(), data, force)
+        if written is not None:
+            envelope, exit_code = written, 2
+        else:
+            envelope["result"]["materialized_path"] = str(output.expanduser().absolute())
+    _emit(json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode())
+    raise typer.Exit(exit_code)
+
+
+def _write_atomically(target: Path, data: bytes, force: bool) -> Optional[dict[str, Any]]:
+    """Write ``data`` via a temp file and a no-clobber link (or a replace with ``force``)."""
+    import tempfile
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if force:
+            os.replace(tmp, target)
+        else:
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                return {"v": 1, "request_id": "req_cli", "ok": False, "warnings": [], "error": {
+                    "code": "INVALID_REQUEST", "message": f"invalid request: {target} exists; pass --force to replace it",
+                    "retryable": False, "details": None}}
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return None
 
 
 @artifact_app.command("revise")

@@ -164,13 +164,34 @@ class Service:
 def decode_input(spec: OpSpec, raw: msgspec.Raw) -> Any:
     """The op's typed input; unknown fields, wrong types and a missing object are INVALID_REQUEST."""
     try:
-        return msgspec.json.decode(raw, type=spec.input_type)
+        value = msgspec.json.decode(raw, type=spec.input_type)
     except msgspec.ValidationError as exc:
         raise InvalidRequest(f"invalid input for {spec.name}: {exc}") from None
     except RecursionError:
         raise InvalidRequest(f"invalid input for {spec.name}: JSON nests too deeply") from None
     except msgspec.DecodeError as exc:  # pragma: no cover - the envelope decode already parsed it
         raise InvalidRequest(f"invalid input for {spec.name}: {exc}") from None
+    where = _integer_out_of_range(value, "$")
+    if where is not None:
+        raise InvalidRequest(f"invalid input for {spec.name}: integer outside the signed 64-bit range - at `{where}`")
+    return value
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _integer_out_of_range(value: Any, path: str) -> str | None:
+    """Where a typed integer field exceeds the protocol's 64-bit integers (msgspec accepts more,
+    SQLite cannot bind it); free-form objects such as provenance are left alone."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if _INT64_MIN <= value <= _INT64_MAX else path
+    if isinstance(value, msgspec.Struct):
+        fields = ((f"{path}.{name}", getattr(value, name)) for name in value.__struct_fields__)
+    elif isinstance(value, (list, tuple)):
+        fields = ((f"{path}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return None
+    return next((found for where, item in fields if (found := _integer_out_of_range(item, where))), None)
 
 
 def _bounded(name: str, value: str, max_bytes: int) -> None:
@@ -191,6 +212,10 @@ def _validate_context(request: Request) -> None:
         _bounded("context.task_id", ctx.task_id, limits.MAX_CONTEXT_ID_BYTES)
     if ctx.component is not None:
         _bounded("context.component", ctx.component, limits.MAX_CONTEXT_ID_BYTES)
+    # NUL separates the ids in the idempotency key namespace (spec 2.5): an id containing one
+    # could make two different scopes share a namespace.
+    if any("\0" in (value or "") for value in (ctx.workspace_id, ctx.project_id, ctx.task_id, ctx.component)):
+        raise InvalidRequest("context ids must not contain NUL characters")
     if len(ctx.pins) > limits.MAX_PINS:
         raise InvalidRequest(f"context.pins must not exceed {limits.MAX_PINS} entries")
     for pin in ctx.pins:

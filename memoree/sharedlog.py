@@ -88,6 +88,14 @@ def store_replica(conn: Any, events: Sequence[RecordedEvent]) -> None:
     ])
 
 
+def _has_projections(conn: Any) -> bool:
+    """Whether any projector has ever run on this file."""
+    table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'projector_checkpoints'").fetchone()
+    return table is not None and conn.execute(
+        "SELECT 1 FROM projector_checkpoints LIMIT 1").fetchone() is not None
+
+
 def _local_counts(conn: Any) -> tuple[int, int]:
     noops = conn.execute("SELECT count(*) FROM idempotency_noops").fetchone()[0]
     checkpoints = conn.execute("SELECT coalesce(max(checkpoint_seq), 0) FROM checkpoints").fetchone()[0]
@@ -209,9 +217,15 @@ class SharedLog:
         self.pg.close()
 
     def _prefill_replica(self) -> None:
-        """Copy the bulk of a long log without the append lock, so opening holds it only briefly."""
+        """Copy the bulk of a long log without the append lock, so opening holds it only briefly.
+
+        Only a file without projections is prefilled: elsewhere the replica and the projections
+        must advance together, or a writer would decide against projections behind its replica.
+        """
         while True:
             with self._local_write():
+                if _has_projections(self.conn):
+                    return
                 if catch_up(self.pg, self.conn, None, max_events=CATCH_UP_PAGE * 10) == 0:
                     return
 

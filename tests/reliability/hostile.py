@@ -15,6 +15,8 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+from .harness import CTX
+
 Ids = dict[str, str]
 
 OVERSIZE = [257, 513, 1025, 4097, 8193, 65537, 131073]
@@ -193,7 +195,7 @@ def malformed_requests(count: int, bundle: dict[str, Any], ids: Ids, context: di
         yield kind, json.dumps(document).encode()
 
 
-def _request_bytes(op: str, input_json: bytes, *, context: bytes = b'{"workspace_id":"w","project_id":"p"}',
+def _request_bytes(op: str, input_json: bytes, *, context: bytes = json.dumps(CTX).encode(),
                    v: bytes = b"1", key: bytes = b'"hostile-key"') -> bytes:
     return (b'{"v":' + v + b',"request_id":"req_hand","op":"' + op.encode() + b'","idempotency_key":' + key
             + b',"context":' + context + b',"input":' + input_json + b"}")
@@ -226,8 +228,9 @@ HAND_PICKED: list[tuple[str, bytes, tuple[str, ...]]] = [
     ("invalid UTF-8 in data", _request_bytes("artifact.put", _put(b'"\xc3\x28"')), INVALID),
     ("invalid UTF-8 in request_id", b'{"v":1,"request_id":"r\xff\xfe","op":"capabilities","input":{}}', INVALID),
     ("overlong UTF-8", _request_bytes("artifact.put", _put(b'"\xc0\xaf"')), INVALID),
-    ("UTF-8 BOM prefix", b"\xef\xbb\xbf" + b'{"v":1,"request_id":"req_hand","op":"capabilities","input":{}}', INVALID),
+    ("UTF-8 BOM prefix", b"\xef\xbb\xbf" + b'{"v":1,"request_id":"req_hand","op":"capabilities","input":{}}', ("INVALID_REQUEST", "OK")),
     ("NUL in context id", _request_bytes("artifact.put", _put(b'"x"'), context=b'{"workspace_id":"w\\u0000p","project_id":"p"}'), INVALID),
+    ("NUL in task id", _request_bytes("artifact.put", _put(b'"x"'), context=b'{"workspace_id":"w","project_id":"p","task_id":"\\u0000"}'), INVALID),
     ("unknown v", _request_bytes("capabilities", b"{}", v=b"2"), ("UNSUPPORTED_VERSION",)),
     ("v as string", _request_bytes("capabilities", b"{}", v=b'"1"'), INVALID),
     ("empty frame", b"", INVALID),

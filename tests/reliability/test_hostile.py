@@ -124,7 +124,7 @@ class TestMalformedRequests:
         figures.add("hostile: hand-picked requests", operations=len(HAND_PICKED), faults=len(HAND_PICKED),
                     typed_errors=failures - len(wrong), errors=failures,
                     note=f"RSS {before // 1024}->{after // 1024} MiB")
-        assert [] == wrong
+        assert [] == wrong, "\n".join(map(str, wrong))
         assert probe(daemon.endpoint) is not None
         assert after - before < RSS_GROWTH_BOUND_KIB, (before, after)
 

@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     if admin is None:
         print("scaleout bench needs PostgreSQL: pass --pg-url or set MEMOREE_BENCH_PG_URL", file=sys.stderr)
         raise SystemExit(2)
-    puts = 40 if args.quick else args.puts
+    puts = min(args.puts, 40) if args.quick else args.puts
     rows: list[Row] = []
     for writers in (int(w) for w in args.writers.split(",")):
         pg, lite = measure(admin, writers, puts)
