@@ -560,8 +560,8 @@ class PostgresContentStore:
     """Blob storage in the shared database's ``blobs`` table, with the CAS's put/get/contains API.
 
     Every blob is a row, whatever its size (the content limit keeps rows small enough), so any
-    host serves any blob. ``put`` runs in the mutation's transaction when one is open. Whether a
-    blob was purged is answered from the host's replica of the log (``replica_conn``).
+    host serves any blob. ``put`` runs in the mutation's transaction when one is open. After a
+    purge, the host's SQLite file (``replica_conn``) has its WAL truncated like the embedded CAS.
     """
 
     def __init__(self, store: PostgresEventStore, replica_conn: Any | None = None) -> None:
@@ -612,13 +612,12 @@ class PostgresContentStore:
             self.replica_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def is_purged(self, digest: str) -> bool:
-        """Whether the log records a purge of ``digest``."""
-        if self.replica_conn is not None:
-            return self.replica_conn.execute(
-                "SELECT 1 FROM events WHERE type = 'artifact.purged' AND instr(data, ?) > 0 LIMIT 1",
-                (digest.encode(),),
-            ).fetchone() is not None
+        """Whether the shared log records a purge of ``digest``, at any position.
+
+        Asked of the whole shared log, not of a host's replica: a host catching up past an
+        artifact's creation must know about a purge that comes later, whose row is already gone.
+        """
         row = self.store._execute(
-            "SELECT 1 FROM events WHERE type = 'artifact.purged' AND position(%s IN data) > 0 LIMIT 1",
-            (digest.encode(),)).fetchone()
+            "SELECT 1 FROM events WHERE type = 'artifact.purged' AND position(%s::bytea IN data) > 0 "
+            "LIMIT 1", (digest.encode(),)).fetchone()
         return row is not None

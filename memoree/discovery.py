@@ -42,7 +42,7 @@ def capabilities(service: Any = None) -> dict[str, Any]:
         "supported_horizons": ["ambient", "workspace", "personal"],
         "ambient_context_sources": ["explicit", "session", "marker", "personal"],
         "broader_horizons_require_reason": True,
-        "prompt_injection_signals": False,
+        "prompt_injection_signals": True,
         **limits.CAPABILITY_LIMITS,
         "authoritative_store": "sqlite_wal",
         "event_log": {
@@ -54,6 +54,8 @@ def capabilities(service: Any = None) -> dict[str, Any]:
         "sqlite": {"driver": feats.driver, "version": feats.sqlite_version,
                    "trigram_remove_diacritics": feats.trigram_remove_diacritics,
                    "fts5_secure_delete": feats.secure_delete},
+        "retrieval": ["fts5_bm25:lexical_qualification_v2", "fts5_trigram:trigram_typo_v1",
+                      "fusion:tiered_rrf_v2", "recency:bounded_recency_v1"],
         "node_key": _node_key(service),
         "guarantees": [
             "every successful mutation appends exactly one event and advances commit_seq by one",

@@ -34,12 +34,13 @@ class Follower(threading.Thread):
     """Follows the shared log into one host's SQLite file until stopped."""
 
     def __init__(self, url: str, db_path: Path, make_projectors: Callable[[Any], list[Any]], *,
-                 poll_s: float = 0.5) -> None:
+                 poll_s: float = 0.5, local_lock: Any = None) -> None:
         super().__init__(name="memoree-follower", daemon=True)
         self.url = url
         self.db_path = db_path
         self.make_projectors = make_projectors
         self.poll_s = poll_s
+        self.local_lock = local_lock or threading.Lock()
         self.applied = 0
         self.rounds = 0
         self.last_error: str | None = None
@@ -84,23 +85,34 @@ class Follower(threading.Thread):
             self._projectors = self.make_projectors(PostgresContentStore(self._store, self._local))
 
     def _catch_up(self) -> None:
-        """Apply pages until this host holds the shared head, one local transaction per page."""
-        from memoree.sharedlog import CATCH_UP_PAGE, catch_up
+        """Apply pages until this host holds the shared head, one local transaction per page.
+
+        The local write lock is taken only when the shared log counts something this host lacks
+        (often the engine's own append got there first), so an idle check never blocks a writer.
+        """
+        from memoree.sharedlog import behind
 
         assert self._store is not None
-        while not self._stopping.is_set():
+        while not self._stopping.is_set() and behind(self._local, self._store.counters()):
+            if self._apply_page() == 0:
+                return
+
+    def _apply_page(self) -> int:
+        from memoree.sharedlog import CATCH_UP_PAGE, catch_up
+
+        with self.local_lock:
             self._local.execute("BEGIN IMMEDIATE")
             try:
                 copied = catch_up(self._store, self._local, self._projectors,
                                   max_events=CATCH_UP_PAGE)
             except BaseException:
-                self._local.execute("ROLLBACK")
+                if self._local.in_transaction:
+                    self._local.execute("ROLLBACK")
                 raise
             self._local.execute("COMMIT")
-            self.applied += copied
-            self.rounds += 1
-            if copied < CATCH_UP_PAGE:
-                return
+        self.applied += copied
+        self.rounds += 1
+        return copied
 
     def _wait_for_doorbell(self) -> None:
         """Block until a notification or the poll interval; drain what else has arrived."""

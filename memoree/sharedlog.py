@@ -1,6 +1,7 @@
 """Scale-out: this host's side of a log shared through PostgreSQL.
 
-In shared mode (see ``memoree.logconfig``) the PostgreSQL database is the log. Each host keeps, in its own SQLite file:
+In shared mode (see ``memoree.logconfig``) the PostgreSQL database is the log. Each host keeps,
+in its own SQLite file:
 
 - a **replica** of the log: the same ``events`` rows, byte for byte, copied in order and checked
   on the way in (dense positions, ``prev_hash``, chain hash, envelope), so everything that reads
@@ -21,6 +22,7 @@ position; when the shared log is ahead it catches up briefly before answering, s
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -52,9 +54,16 @@ from memoree.projections.base import Projector, apply_events
 __all__ = [
     "CATCH_UP_PAGE",
     "READ_WAIT_S",
+    "REPLICA_SYNCHRONOUS",
     "SharedLog",
+    "behind",
     "catch_up",
+    "copy_side_records",
     "replica_head",
+    "require_recorded_key",
+    "require_same_history",
+    "store_replica",
+    "verified_page",
 ]
 
 CATCH_UP_PAGE = 500
@@ -148,6 +157,13 @@ def catch_up(pg: PostgresEventStore, conn: Any, projectors: Sequence[Projector] 
     return copied
 
 
+def behind(conn: Any, shared: SharedCounters) -> bool:
+    """Whether this host lacks events, no-op records or checkpoints the shared log counts."""
+    noops, checkpoints = _local_counts(conn)
+    return (replica_head(conn).commit_seq < shared.seq or noops < shared.noops
+            or checkpoints < shared.checkpoints)
+
+
 def copy_side_records(pg: PostgresEventStore, conn: Any, shared: SharedCounters) -> None:
     """Copy the no-op records and signed checkpoints this host does not hold yet."""
     local_noops, local_checkpoints = _local_counts(conn)
@@ -193,11 +209,18 @@ class SharedLog:
         self.follower: Any = None
         self._depth = 0
         self._checkpoints_before = 0
+        # Serializes this process's local writers (the engine and its follower) without SQLite's
+        # sleeping busy handler; other processes on the same file still meet SQLite's own lock.
+        self.local_lock = threading.Lock()
         # PostgreSQL makes every write durable; this file is rebuilt from it by catch-up after a
         # crash, so its commits need not fsync on their own.
         conn.execute(f"PRAGMA synchronous = {REPLICA_SYNCHRONOUS}")
-        require_same_history(self.pg, conn)
-        self._prefill_replica()
+        try:
+            require_same_history(self.pg, conn)
+            self._prefill_replica()
+        except BaseException:
+            self.pg.close()
+            raise
 
     # -------------------------------------------------------------- lifecycle
 
@@ -207,7 +230,8 @@ class SharedLog:
         from memoree.follower import Follower
 
         self.projectors = list(projectors)
-        self.follower = Follower(self.url, self.db_path, make_projectors, poll_s=poll_s)
+        self.follower = Follower(self.url, self.db_path, make_projectors, poll_s=poll_s,
+                                 local_lock=self.local_lock)
         self.follower.start()
 
     def close(self) -> None:
@@ -231,16 +255,25 @@ class SharedLog:
 
     @contextmanager
     def _local_write(self) -> Iterator[None]:
+        with self.local_lock:
+            self._begin_local()
+            try:
+                yield
+            except BaseException:
+                self._rollback_local()
+                raise
+            self.conn.execute("COMMIT")
+
+    def _begin_local(self) -> None:
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise InternalError(f"this host's replica is busy: {exc}", retryable=True) from exc
-        try:
-            yield
-        except BaseException:
+
+    def _rollback_local(self) -> None:
+        """Roll the local transaction back unless SQLite already did (after I/O errors it may)."""
+        if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
 
     # -------------------------------------------------------------- transactions
 
@@ -254,24 +287,25 @@ class SharedLog:
             yield from self._savepoint()
             return
         locked = self.pg.begin()
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            self.pg.rollback()
-            raise InternalError(f"this host's replica is busy: {exc}", retryable=True) from exc
-        self._depth = 1
-        try:
-            catch_up(self.pg, self.conn, self.projectors, shared=locked)
-            self._checkpoints_before = locked.checkpoints
-            yield self.conn
-            self._push_checkpoints()
-        except BaseException:
+        with self.local_lock:
+            try:
+                self._begin_local()
+            except BaseException:
+                self.pg.rollback()
+                raise
+            self._depth = 1
+            try:
+                catch_up(self.pg, self.conn, self.projectors, shared=locked)
+                self._checkpoints_before = locked.checkpoints
+                yield self.conn
+                self._push_checkpoints()
+            except BaseException:
+                self._depth = 0
+                self.pg.rollback()
+                self._rollback_local()
+                raise
             self._depth = 0
-            self.pg.rollback()
-            self.conn.execute("ROLLBACK")
-            raise
-        self._depth = 0
-        self._commit_both()
+            self._commit_both()
 
     def _savepoint(self) -> Iterator[Any]:
         name = f"unit{self._depth}"
@@ -292,13 +326,12 @@ class SharedLog:
         try:
             self.pg.commit()
         except MemoreeError:
-            self.conn.execute("ROLLBACK")
+            self._rollback_local()
             raise
         try:
             self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+            self._rollback_local()
             raise InternalError(
                 f"the shared log committed but this host's replica did not: {exc}", retryable=True,
                 hint="The host catches up on its own; retry with the same idempotency key to get "
@@ -376,10 +409,10 @@ class SharedLog:
                 with self._local_write():
                     if catch_up(self.pg, self.conn, self.projectors, max_events=CATCH_UP_PAGE) == 0:
                         return
-        except MemoreeError as exc:
+        except (MemoreeError, sqlite3.Error) as exc:
             from memoree.log import logger
 
-            logger().warning("shared_log_catch_up_failed", error=exc.message)
+            logger().warning("shared_log_catch_up_failed", error=getattr(exc, "message", str(exc)))
 
 
 def require_recorded_key(recorded: dict[int, str], key: Any) -> None:

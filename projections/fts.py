@@ -37,6 +37,10 @@ TRIGRAM_VOCAB_TABLES = {
 }
 
 
+# Room for every chunk of an 8 MiB body at the chunker's 256-byte minimum (32,768 < 2**16).
+CHUNK_ID_BITS = 16
+
+
 def trigram_tokenizer() -> str:
     """Accent-insensitive trigrams when the linked SQLite supports it (3.45+)."""
     if features().trigram_remove_diacritics:
@@ -97,14 +101,22 @@ CREATE VIRTUAL TABLE IF NOT EXISTS claim_fts USING fts5(
 CREATE VIRTUAL TABLE IF NOT EXISTS claim_trigram_fts USING fts5(
     statement, content='claim_search_text', content_rowid='doc_id', tokenize='{trigram}'
 );
-"""
+{_secure_delete_statements()}"""
+
+
+def _secure_delete_statements() -> str:
+    """Purged text must leave the index pages too, which FTS5 secure-delete (3.44+) guarantees."""
+    if not features().secure_delete:
+        return ""
+    return "".join(f"INSERT INTO {index}({index}, rank) VALUES('secure-delete', 1);\n"
+                   for index in ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts"))
 
 
 class FtsProjector:
     """Indexes artifact and claim revisions for search; needs the CAS to read artifact bodies."""
 
     name: ClassVar[str] = "fts"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
 
     def __init__(self, cas: ContentStore) -> None:
         self.cas = cas
@@ -115,10 +127,14 @@ class FtsProjector:
             self._index_artifact_revision(conn, event.payload)
         elif event.type in ("claim.asserted", "claim.revised"):
             self._index_claim_revision(conn, event.payload)
+        elif event.type == "artifact.purged":
+            self._erase_artifact_bodies(conn, event.payload.artifact_id)
 
     def _index_artifact_revision(self, conn: Any, p: Any) -> None:
-        data = self.cas.get(p.blob_hash, p.size_bytes)
-        body = body_index_text(p.media_type, data)
+        if self.cas.is_purged(p.blob_hash):
+            body = ""  # a replay meets bytes a later purge erased: index the title only
+        else:
+            body = body_index_text(p.media_type, self.cas.get(p.blob_hash, p.size_bytes))
         doc_id = conn.execute(
             "INSERT INTO artifact_search_text (revision_id, artifact_id, title, body) VALUES (?,?,?,?)",
             (p.revision_id, p.artifact_id, p.title, body),
@@ -126,25 +142,49 @@ class FtsProjector:
         for index in ("artifact_fts", "artifact_trigram_fts"):
             conn.execute(f"INSERT INTO {index} (rowid, title, body) VALUES (?, ?, ?)",
                          (doc_id, p.title, body))
-        self._insert_chunks(conn, p.artifact_id, p.revision_id, body)
+        self._insert_chunks(conn, doc_id, p.artifact_id, p.revision_id, body)
 
-    def _insert_chunks(self, conn: Any, artifact_id: str, revision_id: str, body: str) -> None:
+    def _erase_artifact_bodies(self, conn: Any, artifact_id: str) -> None:
+        """Purge: remove every revision's body from the indexes (titles stay, as in the log)."""
+        rows = conn.execute("SELECT doc_id, revision_id, title, body FROM artifact_search_text "
+                            "WHERE artifact_id = ?", (artifact_id,)).fetchall()
+        for doc_id, revision_id, title, body in rows:
+            for index in ("artifact_fts", "artifact_trigram_fts"):
+                conn.execute(f"INSERT INTO {index} ({index}, rowid, title, body) VALUES ('delete', ?, ?, ?)",
+                             (doc_id, title, body))
+            chunks = conn.execute("SELECT chunk_id, title, body FROM artifact_chunk_text c "
+                                  "WHERE chunk_id IN (SELECT chunk_id FROM artifact_chunks WHERE revision_id = ?)",
+                                  (revision_id,)).fetchall()
+            for chunk_id, chunk_title, chunk_body in chunks:
+                conn.execute("INSERT INTO artifact_chunk_fts (artifact_chunk_fts, rowid, title, body) "
+                             "VALUES ('delete', ?, ?, ?)", (chunk_id, chunk_title, chunk_body))
+            conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'", (revision_id,))
+            conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
+            for index in ("artifact_fts", "artifact_trigram_fts"):
+                conn.execute(f"INSERT INTO {index} (rowid, title, body) VALUES (?, ?, '')", (doc_id, title))
+            for chunk_id, chunk_title, chunk_body in chunks:
+                if chunk_title:
+                    conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) VALUES (?, ?, '')",
+                                 (chunk_id, chunk_title))
+
+    def _insert_chunks(self, conn: Any, doc_id: int, artifact_id: str, revision_id: str, body: str) -> None:
         rows = [("title", None, None, None)]
         rows += [("body", ordinal, start, end)
                  for ordinal, (start, end) in enumerate(chunk_spans(body.encode("utf-8")))]
-        chunk_ids = [
+        # Chunk ids derive from the document and the row's place in it, never from history, so a
+        # replay that meets purged (empty) bodies numbers every later chunk the same way.
+        first = doc_id << CHUNK_ID_BITS
+        for offset, (row_kind, ordinal, start, end) in enumerate(rows):
             conn.execute(
-                "INSERT INTO artifact_chunks (revision_id, artifact_id, row_kind, ordinal, "
-                "start_byte, end_byte, chunker_version) VALUES (?,?,?,?,?,?,?)",
-                (revision_id, artifact_id, row_kind, ordinal, start, end, CHUNKER_VERSION),
-            ).lastrowid
-            for row_kind, ordinal, start, end in rows
-        ]
+                "INSERT INTO artifact_chunks (chunk_id, revision_id, artifact_id, row_kind, ordinal, "
+                "start_byte, end_byte, chunker_version) VALUES (?,?,?,?,?,?,?,?)",
+                (first + offset, revision_id, artifact_id, row_kind, ordinal, start, end, CHUNKER_VERSION),
+            )
         # Index exactly what the content view yields, so the index and its content agree.
         conn.execute(
             "INSERT INTO artifact_chunk_fts (rowid, title, body) SELECT chunk_id, title, body "
             "FROM artifact_chunk_text WHERE chunk_id BETWEEN ? AND ? ORDER BY chunk_id",
-            (chunk_ids[0], chunk_ids[-1]),
+            (first, first + len(rows) - 1),
         )
 
     def _index_claim_revision(self, conn: Any, p: Any) -> None:

@@ -5,6 +5,7 @@ Skipped, with the reason, when no server is reachable through ``MEMOREE_TEST_PG_
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,15 @@ def _write_many(url: str, worker: int, count: int) -> None:
     store = PostgresEventStore(url)
     for version in range(1, count + 1):
         append_one(store, new_event(f"w{worker}", version, version))
+    store.close()
+
+
+def _write_batches(url: str, worker: int, batches: int, size: int) -> None:
+    store = PostgresEventStore(url)
+    for batch in range(batches):
+        with store.transaction():
+            store.append([new_event(f"w{worker}b{batch}", version, version)
+                          for version in range(1, size + 1)])
     store.close()
 
 
@@ -123,6 +133,25 @@ class TestPostgresSpecifics:
         assert ["holder", "waiter"] == order
         assert 2 == recorded.commit_seq
         holder.close(), waiter.close()
+
+    def test_concurrent_batches_from_several_processes_do_not_interleave(self, pg_url: str) -> None:
+        """Each transaction's events occupy one contiguous run of positions, whatever runs beside it."""
+        ctx = multiprocessing.get_context("spawn")
+        workers = [ctx.Process(target=_write_batches, args=(pg_url, w, 4, 30)) for w in range(3)]
+        for proc in workers:
+            proc.start()
+        for proc in workers:
+            proc.join(60)
+            assert 0 == proc.exitcode
+        store = PostgresEventStore(pg_url)
+        events = list(store.read())
+        assert list(range(1, 361)) == [e.commit_seq for e in events]
+        runs: dict[str, list[int]] = {}
+        for event in events:
+            runs.setdefault(event.stream_id, []).append(event.commit_seq)
+        assert 12 == len(runs)
+        assert all(seqs == list(range(seqs[0], seqs[0] + 30)) for seqs in runs.values())
+        store.close()
 
     def test_noops_and_checkpoints_are_numbered_under_the_lock(self, pg_url: str) -> None:
         """No-op records and checkpoints are dense, immutable records beside the log."""

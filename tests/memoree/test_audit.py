@@ -282,3 +282,49 @@ class TestRecovery:
         final = backup.create(Engine(data), tmp_path / "final")
         assert final["commit_seq"] >= 40
         assert not list(tmp_path.glob(".memoree-backup-stage-*"))
+
+
+class TestPurge:
+    def test_purge_erases_the_bytes_everywhere_and_the_log_still_verifies(self, call: Caller, tmp_path: Path) -> None:
+        """After purge a canary is nowhere in the data dir or a new backup; verify stays clean."""
+        canary = "zq-canary-7c1d"
+        big = call.put_text(f"{canary} " * 3000, key="big")
+        small = call.put_text(f"small {canary} text", key="small")
+        call.put_text("unrelated text", key="other")
+        for art, key in ((big, "pb"), (small, "ps")):
+            assert call.ok("artifact.purge", {"artifact_id": art["artifact_id"], "reason": "erasure request"}, key=key)["result"]["physically_erased"]
+        engine = call.service.engine
+        report = audit.verify(engine)
+        assert report["ok"], report["issues"]
+        assert len(report["purged_blobs"]) == 2
+        backup.create(engine, tmp_path / "bk")
+        for folder in (engine.data_dir, tmp_path / "bk"):
+            for path in folder.rglob("*"):
+                if path.is_file():
+                    assert canary.encode() not in path.read_bytes(), path
+
+    def test_reading_purged_bytes_names_the_purge(self, call: Caller) -> None:
+        """artifact.get with content answers NOT_FOUND naming the purge; metadata stays readable."""
+        art = call.put_text("to be erased", key="a")
+        call.ok("artifact.purge", {"artifact_id": art["artifact_id"], "reason": "asked"}, key="p")
+        envelope = call("artifact.get", {"artifact_id": art["artifact_id"]})
+        assert ("NOT_FOUND", True) == (envelope["error"]["code"], envelope["error"]["details"]["purged"])
+        meta = call.ok("artifact.get", {"artifact_id": art["artifact_id"], "include_content": False})["result"]
+        assert (True, "forgotten") == (meta["physically_erased"], meta["status"])
+
+    def test_shared_bytes_survive_a_purge_of_one_owner(self, call: Caller) -> None:
+        """Identical bytes kept by another live artifact are not erased from the CAS."""
+        first = call.put_text("same bytes", key="one")
+        second = call.put_text("same bytes", key="two")
+        call.ok("artifact.purge", {"artifact_id": first["artifact_id"], "reason": "asked"}, key="p")
+        assert "same bytes" == call.ok("artifact.get", {"artifact_id": second["artifact_id"]})["result"]["content"]["data"]
+        assert audit.verify(call.service.engine)["ok"]
+
+    def test_purge_outside_the_ambient_project_is_a_scope_violation(self, call: Caller) -> None:
+        """Purging another project's artifact is refused and writes nothing."""
+        art = call.put_text("mine", key="m")
+        head = call.head()
+        envelope = call("artifact.purge", {"artifact_id": art["artifact_id"], "reason": "x"}, key="p",
+                        context={"workspace_id": "wsp_test", "project_id": "prj_other"})
+        assert "SCOPE_VIOLATION" == envelope["error"]["code"]
+        assert head == call.head()

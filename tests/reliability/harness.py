@@ -82,8 +82,8 @@ class DaemonProcess:
     """One daemon child on a Unix socket; ``stop`` (also at test teardown) always reaps it."""
 
     def __init__(self, data_dir: Path, socket_path: Path, *, synchronous: str | None = None,
-                 preload: Path | None = None, env: dict[str, str] | None = None) -> None:
-        self.data_dir, self.socket_path = data_dir, socket_path
+                 preload: Path | None = None, env: dict[str, str] | None = None, umask: int = -1) -> None:
+        self.data_dir, self.socket_path, self.umask = data_dir, socket_path, umask
         self.endpoint = Endpoint("unix", str(socket_path))
         self.synchronous, self.preload, self.extra_env = synchronous, preload, env or {}
         self.proc: subprocess.Popen[bytes] | None = None
@@ -100,7 +100,8 @@ class DaemonProcess:
             env["LD_PRELOAD"] = str(self.preload)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT,
+                                         umask=self.umask)
         if wait:
             self.wait_ready()
         return self
