@@ -85,14 +85,30 @@ class ContentStore:
         """After a purge commits: unlink its files and truncate the WAL, which still holds the
         pages the erased rows once occupied."""
         for digest in digests:
-            self.erase_file(digest)
+            if not self.stored_again(digest):
+                self.erase_file(digest)
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def is_purged(self, digest: str) -> bool:
-        """Whether the log records a purge of ``digest`` (replays index such bodies as empty)."""
+    def stored_again(self, digest: str) -> bool:
+        """Whether an artifact that is not purged holds ``digest``: the same bytes put again after
+        the purge that erased them (or committed in the same group). Its file must stay."""
         return self.conn.execute(
-            "SELECT 1 FROM events WHERE type = 'artifact.purged' AND instr(data, ?) > 0 LIMIT 1",
-            (digest.encode(),),
+            "SELECT 1 FROM artifact_revisions r JOIN artifacts a ON a.id = r.artifact_id "
+            "WHERE r.blob_hash = ? AND a.purged_commit_seq IS NULL LIMIT 1", (digest,),
+        ).fetchone() is not None
+
+    def is_purged(self, digest: str, artifact_id: str | None = None) -> bool:
+        """Whether the log records a purge of ``digest`` (of ``artifact_id``'s revisions, when
+        given: the same bytes in another artifact are not purged; replays index such bodies as
+        empty)."""
+        if artifact_id is None:
+            return self.conn.execute(
+                "SELECT 1 FROM events WHERE type = 'artifact.purged' AND instr(data, ?) > 0 LIMIT 1",
+                (digest.encode(),),
+            ).fetchone() is not None
+        return self.conn.execute(
+            "SELECT 1 FROM events WHERE type = 'artifact.purged' AND stream_id = ? AND instr(data, ?) > 0 LIMIT 1",
+            (artifact_id, digest.encode()),
         ).fetchone() is not None
 
     def path_for(self, digest: str) -> Path:

@@ -36,7 +36,7 @@ from memoree.eventlog.keys import verify_signature
 from memoree.eventlog.merkle import CompactTree
 from memoree.eventlog.store import first_chain_break
 from memoree.eventlog.timefmt import now_utc
-from memoree.projections.base import apply_events, ensure_projectors, owned_tables
+from memoree.projections.base import apply_events, bulk_mode, ensure_projectors, owned_tables
 
 __all__ = ["BATCH_EVENTS", "BATCH_SECONDS", "consistency", "origin", "prove", "seal", "verify"]
 
@@ -198,6 +198,7 @@ def _scan_events(engine: Any, upto: int) -> tuple[dict[int, str], dict[str, int]
             keys[p.epoch] = p.public_key
         elif event.type in ("artifact.created", "artifact.revised"):
             blobs[p.blob_hash] = p.size_bytes
+            purged.discard(p.blob_hash)  # the same bytes stored again after a purge are live again
         elif event.type == "artifact.purged":
             purged.update(p.blob_hashes)
     return keys, blobs, purged
@@ -269,13 +270,14 @@ def projection_fingerprint(conn: Any, tables: list[str]) -> str:
 
 
 def _replay_into(conn: Any, projectors: list[Any], events: Any) -> None:
-    batch = []
-    for event in events:
-        batch.append(event)
-        if len(batch) >= 2000:
-            apply_events(conn, projectors, batch)
-            batch = []
-    apply_events(conn, projectors, batch)
+    with bulk_mode(conn, projectors):
+        batch = []
+        for event in events:
+            batch.append(event)
+            if len(batch) >= 2000:
+                apply_events(conn, projectors, batch)
+                batch = []
+        apply_events(conn, projectors, batch)
 
 
 def _compare_projections(engine: Any, upto: int, report: _Report) -> dict[str, Any]:

@@ -137,7 +137,8 @@ def _copy_external_blobs(source_blobs: Path, staged_db: Path, staged_blobs: Path
         if len(data) != size or digest_hex(data) != digest:
             raise IntegrityError(f"blob {digest} is damaged in the live store; refusing to back it up")
         target = staged_blobs / digest[:2] / digest[2:4] / digest
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for folder in (staged_blobs, target.parent.parent, target.parent):  # each one 0700 (parents=True would not be)
+            folder.mkdir(mode=0o700, exist_ok=True)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

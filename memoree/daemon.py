@@ -176,7 +176,10 @@ class Daemon:
     def start(self) -> None:
         from memoree.engine import prepare_data_dir
 
-        prepare_data_dir(self.service.data_dir)
+        for warning in prepare_data_dir(self.service.data_dir):
+            from memoree.log import logger
+
+            logger().warning("data_dir_permissions_tightened", detail=warning)
         self._locks.append(_acquire_lock(self.service.data_dir / "memoreed.lock", f"data dir {self.service.data_dir}"))
         self.service.engine  # open (and if needed rebuild) the store before accepting anyone
         self.service.daemon_info = {

@@ -59,6 +59,10 @@ class Engine:
     ) -> None:
         self.data_dir = Path(data_dir)
         self.warnings = prepare_data_dir(self.data_dir)
+        for warning in self.warnings:
+            from memoree.log import logger
+
+            logger().warning("data_dir_permissions_tightened", detail=warning)
         db_path = self.data_dir / DB_FILENAME
         fresh = not db_path.exists()
         if fresh:
@@ -159,7 +163,8 @@ class Engine:
             from memoree.eventlog.codec import decode_envelope, decode_payload
 
             for digest in decode_payload(decode_envelope(bytes(data))).blob_hashes:
-                self.cas.erase_file(digest)
+                if not self.cas.stored_again(digest):  # bytes put again later belong to a live artifact
+                    self.cas.erase_file(digest)
 
     def _bring_projections_up_to_date(self) -> None:
         with self.log.transaction() as conn:

@@ -80,6 +80,7 @@ def _referenced_blobs(engine: Any) -> dict[str, int]:
         p = event.payload
         if event.type in ("artifact.created", "artifact.revised"):
             blobs[p.blob_hash] = p.size_bytes
+            purged.discard(p.blob_hash)  # the same bytes stored again after a purge are live again
         elif event.type == "artifact.purged":
             purged.update(p.blob_hashes)
     return {digest: size for digest, size in blobs.items() if digest not in purged}

@@ -11,7 +11,8 @@ something to wait for. A version change rebuilds that projector from the log.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar, Protocol
 
 from memoree.errors import IntegrityError
@@ -22,6 +23,7 @@ __all__ = [
     "CHECKPOINT_SCHEMA",
     "Projector",
     "apply_events",
+    "bulk_mode",
     "checkpoints",
     "ensure_projectors",
     "rebuild",
@@ -118,6 +120,27 @@ def rebuild(
     """Reset ``projectors`` and replay ``events`` into them; the caller holds the transaction."""
     for projector in projectors:
         reset(conn, projector)
+    with bulk_mode(conn, projectors):
+        return _replay(conn, events, projectors, batch, progress)
+
+
+@contextmanager
+def bulk_mode(conn: Any, projectors: Sequence[Projector]) -> Iterator[None]:
+    """Let projectors that can (e.g. FTS) defer per-row index work to one pass at the end."""
+    bulky = [p for p in projectors if hasattr(p, "begin_bulk")]
+    for projector in bulky:
+        projector.begin_bulk(conn)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for projector in bulky:
+            projector.end_bulk(conn)  # type: ignore[attr-defined]
+
+
+def _replay(
+    conn: Any, events: Iterable[RecordedEvent], projectors: Sequence[Projector], batch: int,
+    progress: Callable[[int], None] | None,
+) -> int:
     pending: list[RecordedEvent] = []
     count = 0
     for event in events:

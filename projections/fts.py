@@ -37,6 +37,7 @@ TRIGRAM_VOCAB_TABLES = {
 }
 
 
+FTS_INDEXES = ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts", "claim_fts", "claim_trigram_fts")
 # Room for every chunk of an 8 MiB body at the chunker's 256-byte minimum (32,768 < 2**16).
 CHUNK_ID_BITS = 16
 
@@ -121,6 +122,16 @@ class FtsProjector:
     def __init__(self, cas: ContentStore) -> None:
         self.cas = cas
         self.schema = fts_schema()
+        self.bulk = False
+
+    def begin_bulk(self, conn: Any) -> None:
+        """Replaying a whole log: fill the content tables only; ``end_bulk`` indexes them at once."""
+        self.bulk = True
+
+    def end_bulk(self, conn: Any) -> None:
+        self.bulk = False
+        for index in FTS_INDEXES:
+            conn.execute(f"INSERT INTO {index}({index}) VALUES('rebuild')")
 
     def apply(self, conn: Any, event: RecordedEvent) -> None:
         if event.type in ("artifact.created", "artifact.revised"):
@@ -131,7 +142,7 @@ class FtsProjector:
             self._erase_artifact_bodies(conn, event.payload.artifact_id)
 
     def _index_artifact_revision(self, conn: Any, p: Any) -> None:
-        if self.cas.is_purged(p.blob_hash):
+        if self.cas.is_purged(p.blob_hash, p.artifact_id):
             body = ""  # a replay meets bytes a later purge erased: index the title only
         else:
             body = body_index_text(p.media_type, self.cas.get(p.blob_hash, p.size_bytes))
@@ -139,15 +150,21 @@ class FtsProjector:
             "INSERT INTO artifact_search_text (revision_id, artifact_id, title, body) VALUES (?,?,?,?)",
             (p.revision_id, p.artifact_id, p.title, body),
         ).lastrowid
-        for index in ("artifact_fts", "artifact_trigram_fts"):
-            conn.execute(f"INSERT INTO {index} (rowid, title, body) VALUES (?, ?, ?)",
-                         (doc_id, p.title, body))
-        self._insert_chunks(conn, doc_id, p.artifact_id, p.revision_id, body)
+        if not self.bulk:
+            for index in ("artifact_fts", "artifact_trigram_fts"):
+                conn.execute(f"INSERT INTO {index} (rowid, title, body) VALUES (?, ?, ?)",
+                             (doc_id, p.title, body))
+        self._insert_chunks(conn, doc_id, p.artifact_id, p.revision_id, p.title, body)
 
     def _erase_artifact_bodies(self, conn: Any, artifact_id: str) -> None:
         """Purge: remove every revision's body from the indexes (titles stay, as in the log)."""
         rows = conn.execute("SELECT doc_id, revision_id, title, body FROM artifact_search_text "
                             "WHERE artifact_id = ?", (artifact_id,)).fetchall()
+        if self.bulk:
+            for doc_id, revision_id, _, _ in rows:
+                conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'", (revision_id,))
+                conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
+            return
         for doc_id, revision_id, title, body in rows:
             for index in ("artifact_fts", "artifact_trigram_fts"):
                 conn.execute(f"INSERT INTO {index} ({index}, rowid, title, body) VALUES ('delete', ?, ?, ?)",
@@ -167,7 +184,8 @@ class FtsProjector:
                     conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) VALUES (?, ?, '')",
                                  (chunk_id, chunk_title))
 
-    def _insert_chunks(self, conn: Any, doc_id: int, artifact_id: str, revision_id: str, body: str) -> None:
+    def _insert_chunks(self, conn: Any, doc_id: int, artifact_id: str, revision_id: str, title: str,
+                       body: str) -> None:
         rows = [("title", None, None, None)]
         rows += [("body", ordinal, start, end)
                  for ordinal, (start, end) in enumerate(chunk_spans(body.encode("utf-8")))]
@@ -180,20 +198,24 @@ class FtsProjector:
                 "start_byte, end_byte, chunker_version) VALUES (?,?,?,?,?,?,?,?)",
                 (first + offset, revision_id, artifact_id, row_kind, ordinal, start, end, CHUNKER_VERSION),
             )
-        # Index exactly what the content view yields, so the index and its content agree.
-        conn.execute(
-            "INSERT INTO artifact_chunk_fts (rowid, title, body) SELECT chunk_id, title, body "
-            "FROM artifact_chunk_text WHERE chunk_id BETWEEN ? AND ? ORDER BY chunk_id",
-            (first, first + len(rows) - 1),
-        )
+        # Index exactly what the content view yields (the chunker never splits a UTF-8 character,
+        # so slicing the bytes here equals the view's substr), without asking SQLite to re-read it.
+        if self.bulk:
+            return
+        encoded = body.encode("utf-8")
+        values = [(first, title, "")]
+        values += [(first + offset, "", encoded[start:end].decode("utf-8"))
+                   for offset, (_, _, start, end) in enumerate(rows[1:], start=1)]
+        conn.executemany("INSERT INTO artifact_chunk_fts (rowid, title, body) VALUES (?, ?, ?)", values)
 
     def _index_claim_revision(self, conn: Any, p: Any) -> None:
         doc_id = conn.execute(
             "INSERT INTO claim_search_text (revision_id, claim_id, statement) VALUES (?,?,?)",
             (p.revision_id, p.claim_id, p.statement),
         ).lastrowid
-        for index in ("claim_fts", "claim_trigram_fts"):
-            conn.execute(f"INSERT INTO {index} (rowid, statement) VALUES (?, ?)", (doc_id, p.statement))
+        if not self.bulk:
+            for index in ("claim_fts", "claim_trigram_fts"):
+                conn.execute(f"INSERT INTO {index} (rowid, statement) VALUES (?, ?)", (doc_id, p.statement))
 
 
 def ensure_trigram_vocab(conn: Any) -> None:

@@ -100,14 +100,18 @@ class TestPostgresSpecifics:
         first.close(), second.close()
 
     def test_an_append_transaction_rings_the_doorbell_once(self, pg_url: str) -> None:
-        """Appending three events in one transaction sends exactly one notification."""
+        """A listener hears one doorbell per appending transaction and none for one that appended nothing."""
         store = PostgresEventStore(pg_url)
         listener = psycopg.connect(pg_url, autocommit=True)
         listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
         with store.transaction():
             store.append([new_event("a", 1, 0), new_event("a", 2, 1), new_event("a", 3, 2)])
+        with store.transaction():
+            store.find_idempotency_key("nothing appended")
+        with store.transaction():
+            store.append([new_event("b", 1, 3)])
         received = list(listener.notifies(timeout=1.0))
-        assert 1 == len(received)
+        assert 2 == len(received)
         listener.close()
         store.close()
 

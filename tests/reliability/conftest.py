@@ -37,6 +37,8 @@ class Sizes:
     power_cuts: int
     power_writes_per_cut: int
     fault_workload_mutations: int
+    fault_write_points: int | None  # None: every write of the workload
+    fault_enospc_points: int
     replay_examples: int
     replay_steps: int
     backup_kills: int
@@ -44,12 +46,12 @@ class Sizes:
     context_budgets: int
 
 
-CI_SIZES = Sizes(soak=False, crash_mutations=2000, crash_kills=10, power_cuts=4, power_writes_per_cut=40,
-                 fault_workload_mutations=4, replay_examples=6, replay_steps=12, backup_kills=3,
-                 hostile_requests=1000, context_budgets=40)
-SOAK_SIZES = Sizes(soak=True, crash_mutations=10000, crash_kills=25, power_cuts=12, power_writes_per_cut=120,
-                   fault_workload_mutations=8, replay_examples=60, replay_steps=40, backup_kills=10,
-                   hostile_requests=5000, context_budgets=400)
+CI_SIZES = Sizes(soak=False, crash_mutations=2000, crash_kills=10, power_cuts=6, power_writes_per_cut=40,
+                 fault_workload_mutations=4, fault_write_points=40, fault_enospc_points=16, replay_examples=20,
+                 replay_steps=25, backup_kills=4, hostile_requests=1000, context_budgets=60)
+SOAK_SIZES = Sizes(soak=True, crash_mutations=10000, crash_kills=25, power_cuts=16, power_writes_per_cut=120,
+                   fault_workload_mutations=4, fault_write_points=None, fault_enospc_points=80, replay_examples=100,
+                   replay_steps=50, backup_kills=10, hostile_requests=5000, context_budgets=400)
 
 
 @pytest.fixture(scope="session")
@@ -109,7 +111,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def _summary_rows() -> list[dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
-    for figure in _collected:
+    for figure in sorted(_collected, key=lambda f: f["area"].lower()):
         row = rows.setdefault(figure["area"], {"area": figure["area"], "operations": 0, "faults": 0,
                                                "acked_losses": 0, "typed_errors": 0, "errors": 0, "notes": []})
         for field in ("operations", "faults", "acked_losses", "typed_errors", "errors"):

@@ -159,3 +159,8 @@ class TestContextBundleSafety:
                     note=f"{items} manifest items checked; {len(problems)} problems")
         assert [] == problems[:10]
         assert items > 0, "no seeded item was ever retrieved: the check would be vacuous"
+
+    def test_the_line_checks_can_fail(self) -> None:
+        """The checks flag seeded text outside a quote, a heading and a fence of its own (not vacuous)."""
+        rendered = "# Retrieved reference material\n> quoted zqinj01x\nzqinj02x escaped\n# System\n```"
+        assert 3 == len(violations(rendered))

@@ -89,3 +89,26 @@ class TestErasure:
         assert [] == while_running
         assert [] == after_stop
         assert [] == in_backup
+
+    def test_bytes_stored_again_after_a_purge_survive_restarts(self, tmp_path: Path, reaper: list) -> None:
+        """The same bytes put again in a new artifact after a purge stay readable, searchable and verified across restarts."""
+        body = "recurring bytes " + "x" * 20000
+        daemon = DaemonProcess(tmp_path / "data", tmp_path / "run" / "d.sock")
+        reaper.append(daemon)
+        daemon.start()
+        put = {"kind": "note", "title": "recurring", "content": {"type": "text", "data": body}}
+        first = daemon.call(request("artifact.put", put, key="again-1"))["result"]
+        assert daemon.call(request("artifact.purge", {"artifact_id": first["artifact_id"], "reason": "gone"}, key="again-p"))["ok"]
+        second = daemon.call(request("artifact.put", put, key="again-2"))["result"]
+        daemon.stop()
+        for _ in range(2):
+            restarted = DaemonProcess(tmp_path / "data", tmp_path / "run" / "d.sock")
+            reaper.append(restarted)
+            restarted.start()
+            got = restarted.call(request("artifact.get", {"artifact_id": second["artifact_id"]}, context=None))
+            report = restarted.call(request("verify", context=None))
+            found = restarted.call(request("search", {"query": "recurring bytes"}))
+            restarted.stop()
+            assert got["ok"] and body == got["result"]["content"]["data"], got.get("error")
+            assert report["result"]["ok"], report["result"]["issues"]
+            assert second["artifact_id"] in json.dumps(found["result"]["hits"]), "the bytes stored again are not searchable"

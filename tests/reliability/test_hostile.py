@@ -36,7 +36,7 @@ from .harness import CTX, ERROR_CODES, DaemonProcess, closed_without_response, r
 from .hostile import HAND_PICKED, malformed_requests
 
 MAX = limits.MAX_FRAME_BYTES
-RSS_GROWTH_BOUND_KIB = 160 * 1024
+RSS_GROWTH_BOUND_KIB = 96 * 1024
 
 
 @pytest.fixture
@@ -127,6 +127,30 @@ class TestMalformedRequests:
         assert [] == wrong, "\n".join(map(str, wrong))
         assert probe(daemon.endpoint) is not None
         assert after - before < RSS_GROWTH_BOUND_KIB, (before, after)
+
+
+class TestMalformedRequestsThroughMemoreeCall:
+    """The stdlib call client (memoree call) answers the same hostile requests with typed envelopes."""
+
+    def test_hand_picked_through_the_call_client(self, daemon: DaemonProcess, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch, figures: Figures) -> None:
+        """Each hand-picked body on stdin: one typed envelope, never an exception."""
+        monkeypatch.chdir(tmp_path)
+        for name in ("MEMOREE_CONTEXT", "MEMOREE_HOME", "MEMOREE_CONFIG", "MEMOREE_ENDPOINT"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("MEMOREE_HOME", str(tmp_path / "home"))
+        options = callcmd.CallOptions(endpoint=str(daemon.endpoint), autostart=False)
+        wrong, failures = [], 0
+        for name, body, _ in HAND_PICKED:
+            reply, code = callcmd.run(body, options)
+            envelope = json.loads(reply)
+            failures += not envelope.get("ok")
+            if not (envelope.get("ok") or typed_failure(envelope)) or (code == 0) != bool(envelope.get("ok")):
+                wrong.append((name, code, envelope.get("error")))
+        figures.add("hostile: through memoree call", operations=len(HAND_PICKED), faults=len(HAND_PICKED),
+                    typed_errors=failures - len(wrong), errors=failures)
+        assert [] == wrong, "\n".join(map(str, wrong))
+        assert probe(daemon.endpoint) is not None
 
 
 class TestFrameDecoder:

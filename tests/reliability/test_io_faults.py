@@ -111,7 +111,7 @@ class TestInjectedIoErrors:
     def test_write_fault_points(self, tmp_path: Path, faultshim: Path, sizes: Sizes, figures: Figures) -> None:
         """EIO from the k-th write (a spread of k in CI, every k with --soak)."""
         counts = workload_counts(faultshim, tmp_path / "count", sizes.fault_workload_mutations)
-        points = fault_points(counts["writes"], None if sizes.soak else 24, random.Random(7))
+        points = fault_points(counts["writes"], sizes.fault_write_points, random.Random(7))
         found = check_outcomes(run_driver(faultshim, tmp_path / "write", "write", str(errno.EIO),
                                           sizes.fault_workload_mutations, points))
         figures.add("I/O errors: failed write (EIO)", operations=found["responses"], faults=found["injected"],
@@ -121,7 +121,7 @@ class TestInjectedIoErrors:
     def test_persistent_enospc_fault_points(self, tmp_path: Path, faultshim: Path, sizes: Sizes, figures: Figures) -> None:
         """ENOSPC from the k-th write and the next 30 writes (a disk that stays full for a while)."""
         counts = workload_counts(faultshim, tmp_path / "count", sizes.fault_workload_mutations)
-        points = fault_points(counts["writes"], 60 if sizes.soak else 10, random.Random(11))
+        points = fault_points(counts["writes"], sizes.fault_enospc_points, random.Random(11))
         found = check_outcomes(run_driver(faultshim, tmp_path / "enospc", "write", f"{errno.ENOSPC}x30",
                                           sizes.fault_workload_mutations, points))
         figures.add("I/O errors: disk full (ENOSPC x30)", operations=found["responses"], faults=found["injected"],

@@ -1,0 +1,135 @@
+"""Bulk load, reindex and verify of a large log, against the physical floor measured in the same run.
+
+    python -m tools.bench.bulk [--n 100000] [--batch 500] [--quick]
+
+Rows:
+- bulk load: N ``artifact.put`` requests through the in-process service, ``--batch`` of them per
+  transaction (each in its own savepoint, as the daemon's group commit does), vs raw batched
+  inserts of the same texts into a table plus an FTS5 row, committed in the same batches;
+- reindex of the N-event log vs the raw FTS5 build time of the same texts (target <= 1.3x) and vs
+  a raw ordered scan of the events with a msgspec decode;
+- verify (chain, checkpoints, blobs, full scratch replay and fingerprint comparison) vs the
+  reindex time (target <= 1.5x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import msgspec
+
+from memoree import audit
+from memoree.eventlog.codec import decode_envelope, decode_payload
+from memoree.eventlog.db import connect
+from memoree.service import Service
+from tools.bench.common import Row, print_table, rate, timed
+from tools.bench.search import make_corpus
+
+CONTEXT = {"workspace_id": "wsp_bench", "project_id": "prj_bench"}
+
+
+def requests(texts: list[str], titles: list[str]) -> list[bytes]:
+    return [json.dumps({"v": 1, "request_id": f"r{i}", "op": "artifact.put", "idempotency_key": f"bulk{i}",
+                        "context": CONTEXT, "input": {"kind": "note", "title": title,
+                                                      "content": {"type": "text", "data": text}}}).encode()
+            for i, (text, title) in enumerate(zip(texts, titles))]
+
+
+def bulk_load(service: Service, bodies: list[bytes], batch: int) -> float:
+    log = service.engine.log
+
+    def load() -> None:
+        for start in range(0, len(bodies), batch):
+            with log.transaction():
+                for raw in bodies[start:start + batch]:
+                    reply = service.handle_bytes(raw)
+                    assert reply.ok, reply.body[:300]
+
+    return timed(load)
+
+
+def raw_batched_seconds(folder: Path, texts: list[str], titles: list[str], batch: int) -> float:
+    conn = connect(folder / "raw.sqlite3")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, title TEXT, body TEXT)")
+    conn.execute("CREATE VIRTUAL TABLE f USING fts5(title, body, content='t', content_rowid='id')")
+
+    def load() -> None:
+        for start in range(0, len(texts), batch):
+            conn.execute("BEGIN IMMEDIATE")
+            for title, text in zip(titles[start:start + batch], texts[start:start + batch]):
+                rowid = conn.execute("INSERT INTO t (title, body) VALUES (?, ?)", (title, text)).lastrowid
+                conn.execute("INSERT INTO f (rowid, title, body) VALUES (?, ?, ?)", (rowid, title, text))
+            conn.execute("COMMIT")
+
+    seconds = timed(load)
+    conn.close()
+    return seconds
+
+
+def raw_fts_build_seconds(folder: Path, texts: list[str], titles: list[str]) -> float:
+    conn = connect(folder / "fts-build.sqlite3")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, title TEXT, body TEXT)")
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO t (title, body) VALUES (?, ?)", zip(titles, texts))
+    conn.execute("COMMIT")
+    conn.execute("CREATE VIRTUAL TABLE f USING fts5(title, body, content='t', content_rowid='id')")
+
+    def build() -> None:
+        conn.execute("INSERT INTO f(f) VALUES('rebuild')")
+
+    seconds = timed(build)
+    conn.close()
+    return seconds
+
+
+def scan_decode_seconds(service: Service) -> float:
+    conn = service.engine.conn
+
+    def scan() -> None:
+        for (data,) in conn.execute("SELECT data FROM events ORDER BY commit_seq"):
+            decode_payload(decode_envelope(bytes(data)))
+
+    return timed(scan)
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000, help="artifacts (events) in the log")
+    parser.add_argument("--batch", type=int, default=500, help="requests per transaction in the bulk load")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n, args.batch = 300, 50
+    corpus = make_corpus(args.n)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        raw_load = raw_batched_seconds(folder, corpus.texts, corpus.titles, args.batch)
+        raw_build = raw_fts_build_seconds(folder, corpus.texts, corpus.titles)
+        service = Service(folder / "data")
+        bodies = requests(corpus.texts, corpus.titles)
+        service.handle_bytes(bodies[0])
+        load = bulk_load(service, bodies[1:], args.batch)
+        audit.seal(service.engine)
+        scan = scan_decode_seconds(service)
+        reindex = timed(lambda: service.engine.reindex())
+        report: dict = {}
+        verify = timed(lambda: report.update(audit.verify(service.engine)))
+        assert report["ok"], report["issues"][:3]
+        service.close()
+    n = args.n - 1
+    rows = [
+        Row(f"bulk load {n} puts, {args.batch}/txn (puts/s)", rate(n, load), rate(args.n, raw_load), "/s",
+            "raw batched insert + FTS5"),
+        Row(f"reindex {args.n} events (s)", reindex, raw_build, "s", "raw FTS5 build, same texts", False),
+        Row(f"reindex {args.n} events vs scan + decode (s)", reindex, scan, "s", "ordered scan + msgspec", False),
+        Row(f"verify {args.n} events (s)", verify, reindex, "s", "our reindex", False),
+    ]
+    print_table(rows)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
