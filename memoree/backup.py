@@ -22,6 +22,7 @@ from typing import Any
 from memoree.errors import ConfigError, IntegrityError, InvalidRequest
 from memoree.eventlog.cas import digest_hex
 from memoree.eventlog.timefmt import now_utc
+from memoree.hosts import pid_alive
 
 __all__ = ["create", "restore"]
 
@@ -64,18 +65,8 @@ def _check_destination(destination: Path, data_dir: Path) -> Path:
 def _remove_stale_stages(parent: Path, prefix: str) -> None:
     for stage in parent.glob(prefix + "*"):
         pid_text = stage.name[len(prefix):].split("-", 1)[0]
-        if pid_text.isdigit() and not _alive(int(pid_text)):
+        if pid_text.isdigit() and not pid_alive(int(pid_text)):
             shutil.rmtree(stage, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _fsync_tree(root: Path) -> None:

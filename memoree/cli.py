@@ -650,6 +650,7 @@ def _stop_default_daemon(endpoint: Any) -> dict[str, Any]:
     import time
 
     from memoree.client import probe
+    from memoree.hosts import pid_alive
 
     report = probe(endpoint)
     if report is None:
@@ -661,7 +662,7 @@ def _stop_default_daemon(endpoint: Any) -> dict[str, Any]:
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         current = probe(endpoint)
-        if current is None and not _pid_alive(pid):
+        if current is None and not pid_alive(pid):
             return {"status": "stopped", "running": False, "already_stopped": False, "stopped_pid": pid, "endpoint": str(endpoint)}
         if current is not None and current.get("daemon_pid") != pid:
             _print_json({"ok": False, "error": {"code": "TRANSPORT_ERROR", "message": "transport error: another daemon took over the endpoint", "retryable": True, "details": None}})
@@ -669,16 +670,6 @@ def _stop_default_daemon(endpoint: Any) -> dict[str, Any]:
         time.sleep(0.05)
     _print_json({"ok": False, "error": {"code": "TRANSPORT_ERROR", "message": f"transport error: daemon {pid} did not stop within 5 seconds", "retryable": True, "details": None}})
     raise typer.Exit(1)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @daemon_app.command("stop")

@@ -16,7 +16,6 @@ only unless deliberately overridden. SIGINT and SIGTERM stop it cleanly.
 from __future__ import annotations
 
 import fcntl
-import ipaddress
 import os
 import queue
 import signal
@@ -32,6 +31,7 @@ import msgspec
 from memoree import __version__, limits
 from memoree.client import Endpoint
 from memoree.errors import ConfigError, ContentTooLarge, InternalError, MemoreeError, TransportError
+from memoree.hosts import is_loopback
 from memoree.framing import FrameTooLarge, FrameTruncated, read_frame, write_frame
 from memoree.protocol import error_envelope
 
@@ -199,7 +199,7 @@ class Daemon:
         if self.endpoint.kind == "unix":
             return self._listen_unix(Path(str(self.endpoint.address)))
         host, port = self.endpoint.address  # type: ignore[misc]
-        if not self.allow_non_loopback and not _is_loopback(host):
+        if not self.allow_non_loopback and not is_loopback(host):
             raise ConfigError(f"refusing to listen on non-loopback {host}; pass --dangerously-allow-non-loopback-tcp to override")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -288,15 +288,6 @@ class Daemon:
         self.service.close()
         for fd in self._locks:
             os.close(fd)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _answers(path: Path) -> bool:

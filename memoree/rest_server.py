@@ -9,12 +9,12 @@ exit and waits. Every store access still goes through the daemon's writer (``bui
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import threading
 from typing import Any
 
 from memoree.errors import ConfigError
+from memoree.hosts import is_loopback
 
 __all__ = ["HttpFront", "parse_http_address"]
 
@@ -29,15 +29,6 @@ def parse_http_address(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"--http wants HOST:PORT (e.g. 127.0.0.1:8080), got {text!r}")
     return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def bind(host: str, port: int, *, allow_non_loopback: bool) -> socket.socket:
