@@ -54,6 +54,8 @@ memoree_pg_start() {
     fi
     chmod 0700 "$MEMOREE_PG_DIR"
     trap memoree_pg_stop EXIT
+    trap 'exit 130' INT  # a signal becomes an exit, so the EXIT trap stops the cluster
+    trap 'exit 143' TERM
     if ! memoree_pg_as_owner "$MEMOREE_PG_BIN/initdb" -D "$MEMOREE_PG_DIR/data" -U postgres \
             --auth=trust --encoding=UTF8 --no-sync >"$MEMOREE_PG_DIR/initdb.log" 2>&1; then
         echo "postgres: initdb failed (see below); PostgreSQL tests will skip" >&2

@@ -15,9 +15,11 @@ This module is the one place that translates ``psycopg`` errors into the error t
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import psycopg
@@ -29,10 +31,9 @@ from memoree.errors import (
     IntegrityError,
     InternalError,
     MemoreeError,
-    NotFound,
 )
 
-from .cas import digest_hex
+from .cas import ContentStore, digest_hex
 from .checkpoints import Checkpoint
 from .codec import GENESIS_HASH, chain_hash, decode_envelope, decode_payload, encode_event
 from .store import (
@@ -556,17 +557,22 @@ def translate_pg_error(exc: Exception, *, url: str | None = None) -> MemoreeErro
     return InternalError(f"shared log error: {text}")
 
 
-class PostgresContentStore:
-    """Blob storage in the shared database's ``blobs`` table, with the CAS's put/get/contains API.
+class PostgresContentStore(ContentStore):
+    """The CAS with its bytes in the shared database's ``blobs`` table, so every host serves them.
 
-    Every blob is a row, whatever its size (the content limit keeps rows small enough), so any
-    host serves any blob. ``put`` runs in the mutation's transaction when one is open. After a
-    purge, the host's SQLite file (``replica_conn``) has its WAL truncated like the embedded CAS.
+    Every blob is a row, whatever its size (the content limit keeps rows small), written in the
+    mutation's transaction when one is open. It is the embedded ``ContentStore`` with its storage
+    swapped: questions about the host's own projections (``stored_again``) and the WAL truncation
+    after a purge run on the host's SQLite file (``replica_conn``), as they do in embedded mode;
+    whether bytes were purged is asked of the whole shared log. The parent's constructor is not
+    called: it would create the embedded inline table and blob folder, which are not used here.
     """
 
-    def __init__(self, store: PostgresEventStore, replica_conn: Any | None = None) -> None:
+    def __init__(self, store: PostgresEventStore, replica_conn: Any | None = None,
+                 root: Path | None = None) -> None:
         self.store = store
-        self.replica_conn = replica_conn
+        self.conn = replica_conn
+        self.root = root or Path(os.devnull)
 
     def put(self, data: bytes, digest: str | None = None) -> str:
         digest = digest or digest_hex(data)
@@ -575,49 +581,35 @@ class PostgresContentStore:
             (digest, len(data), data))
         return digest
 
-    def get(self, digest: str, size: int) -> bytes:
-        """The verified bytes for ``digest``; INTEGRITY_ERROR when missing or damaged."""
+    def _read(self, digest: str, size: int) -> bytes:
         row = self.store._execute("SELECT data FROM blobs WHERE hash = %s", (digest,)).fetchone()
         if row is None:
             raise IntegrityError(f"blob {digest} is missing from the content store",
                                  details={"blob_hash": digest})
-        data = bytes(row[0])
-        if len(data) != size or digest_hex(data) != digest:
-            raise IntegrityError(f"blob {digest} does not match its digest or size",
-                                 details={"blob_hash": digest})
-        return data
-
-    def contains(self, digest: str, size: int) -> bool:
-        try:
-            self.get(digest, size)
-        except (IntegrityError, NotFound):
-            return False
-        return True
+        return bytes(row[0])
 
     def erase_inline(self, digest: str) -> None:
         """Delete a blob's row (inside the purge's transaction)."""
         self.store._execute("DELETE FROM blobs WHERE hash = %s", (digest,))
 
     def erase_file(self, digest: str) -> None:
-        """Blobs are rows here; erasing one again after a crash deletes any row that remains."""
+        """Blobs are rows here: erasing again after the purge commits deletes any row left."""
         self.erase_inline(digest)
 
     def finish_erasure(self, digests: list[str]) -> None:
-        """After a purge commits: make sure the rows are gone and reclaim their space."""
-        for digest in digests:
-            self.erase_inline(digest)
+        """After a purge commits: the parent's erasure, then the table's dead rows reclaimed."""
+        super().finish_erasure(digests)
         if not self.store.in_transaction:
             self.store._execute("VACUUM blobs")
-        if self.replica_conn is not None:
-            self.replica_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def is_purged(self, digest: str) -> bool:
-        """Whether the shared log records a purge of ``digest``, at any position.
+    def is_purged(self, digest: str, artifact_id: str | None = None) -> bool:
+        """Whether the shared log records a purge of ``digest`` (of ``artifact_id``'s, if given).
 
         Asked of the whole shared log, not of a host's replica: a host catching up past an
         artifact's creation must know about a purge that comes later, whose row is already gone.
         """
-        row = self.store._execute(
-            "SELECT 1 FROM events WHERE type = 'artifact.purged' AND position(%s::bytea IN data) > 0 "
-            "LIMIT 1", (digest.encode(),)).fetchone()
-        return row is not None
+        sql = "SELECT 1 FROM events WHERE type = 'artifact.purged' AND position(%s::bytea IN data) > 0"
+        params: tuple[Any, ...] = (digest.encode(),)
+        if artifact_id is not None:
+            sql, params = sql + " AND stream_id = %s", (*params, artifact_id)
+        return self.store._execute(sql + " LIMIT 1", params).fetchone() is not None

@@ -44,13 +44,13 @@ def capabilities(service: Any = None) -> dict[str, Any]:
         "broader_horizons_require_reason": True,
         "prompt_injection_signals": True,
         **limits.CAPABILITY_LIMITS,
-        "authoritative_store": "sqlite_wal",
+        "authoritative_store": _store_kind(service),
         "event_log": {
             "commit_seq": "dense_gapless",
             "hash_chain": "blake3(prev_hash || stored_bytes)",
             "codec": "json_sorted_keys_compact",
         },
-        "blob_store": "blake3_cas_inline_and_filesystem",
+        "blob_store": "blake3_cas_postgresql" if _store_kind(service) == "postgresql" else "blake3_cas_inline_and_filesystem",
         "sqlite": {"driver": feats.driver, "version": feats.sqlite_version,
                    "trigram_remove_diacritics": feats.trigram_remove_diacritics,
                    "fts5_secure_delete": feats.secure_delete},
@@ -65,6 +65,12 @@ def capabilities(service: Any = None) -> dict[str, Any]:
         "operations": [_operation_entry(spec) for spec in OPS.values()],
     }
     return document
+
+
+def _store_kind(service: Any) -> str:
+    if service is not None and getattr(service.engine, "shared", None) is not None:
+        return "postgresql"
+    return "sqlite_wal"
 
 
 def _node_key(service: Any) -> dict[str, Any] | None:

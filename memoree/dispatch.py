@@ -97,7 +97,7 @@ def doctor(service: Any) -> dict[str, Any]:
         **service.daemon_info,
         "binary_version": __version__,
         "schema_version": 1,
-        "authoritative_store": "sqlite_wal",
+        "authoritative_store": "postgresql" if engine.shared is not None else "sqlite_wal",
         "storage_mode": f"{feats.driver} {feats.sqlite_version}",
         "retrieval_mode": "fts5_trigram_hybrid" if feats.trigram else "fts5",
         "data_dir": str(service.data_dir),

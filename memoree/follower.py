@@ -64,7 +64,7 @@ class Follower(threading.Thread):
                 self._catch_up()
                 self.last_error, backoff = None, 0.1
                 self._wait_for_doorbell()
-            except (MemoreeError, psycopg.Error, sqlite3.Error) as exc:
+            except Exception as exc:  # the follower outlives any one failure; each is logged
                 self._report(exc)
                 self._disconnect()
                 self._stopping.wait(backoff)
@@ -115,7 +115,7 @@ class Follower(threading.Thread):
         return copied
 
     def _wait_for_doorbell(self) -> None:
-        """Block until a notification or the poll interval; drain what else has arrived."""
+        """Block until a notification (one already queued returns at once) or the poll interval."""
         for _ in self._listen.notifies(timeout=self.poll_s, stop_after=1):
             pass
 
@@ -131,7 +131,9 @@ class Follower(threading.Thread):
     def _report(self, exc: Exception) -> None:
         from memoree.log import logger
 
-        message = getattr(exc, "message", None) or str(exc)
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         if message != self.last_error:
-            logger().warning("shared_log_follow_failed", error=message)
+            expected = isinstance(exc, MemoreeError | psycopg.Error | sqlite3.Error)
+            logger().warning("shared_log_follow_failed", error=message,
+                             exc_info=None if expected else exc)
         self.last_error = message

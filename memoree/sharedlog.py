@@ -204,7 +204,7 @@ class SharedLog:
         self.conn = conn
         self.db_path = db_path
         self.pg = PostgresEventStore(url)
-        self.cas = PostgresContentStore(self.pg, conn)
+        self.cas = PostgresContentStore(self.pg, conn, db_path.parent / "blobs")
         self.projectors: list[Projector] | None = None
         self.follower: Any = None
         self._depth = 0

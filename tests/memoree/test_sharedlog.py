@@ -138,6 +138,28 @@ class TestCatchUp:
             Service(tmp_path / "solo").engine
 
 
+class TestPurge:
+    """A purge made on one host erases the shared bytes; every host, old or new, still verifies."""
+
+    def test_purged_bytes_are_gone_everywhere_and_a_new_host_still_replays(
+            self, shared_url: str, open_host: Any) -> None:
+        """After a purge on A, B and a host joining later answer NOT_FOUND for the bytes and verify clean."""
+        a, b = open_host("a"), open_host("b")
+        artifact = a.put_text("purge me " * 5000, key="p1")
+        a.put_text("keep me", key="p2")
+        b.head()
+        a.ok("artifact.purge", {"artifact_id": artifact["artifact_id"], "reason": "erasure request"}, key="x1")
+        late = open_host("late")
+        for host in (b, late):
+            host.head()
+            assert "NOT_FOUND" == host("artifact.get", {"artifact_id": artifact["artifact_id"]})["error"]["code"]
+            report = host.ok("verify", {})["result"]
+            assert report["ok"] and [artifact["blob_hash"]] == report["purged_blobs"], report
+        with psycopg.connect(shared_url) as conn:
+            assert conn.execute("SELECT count(*) FROM blobs WHERE hash = %s",
+                                (artifact["blob_hash"],)).fetchone()[0] == 0
+
+
 class TestMigration:
     """`memoree log migrate` moves a store into PostgreSQL with positions preserved."""
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memoree.client import Endpoint, TransportFailure, exchange, probe
+from memoree.client import Endpoint, exchange, probe
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVE_CHILD = Path(__file__).with_name("serve_child.py")
@@ -156,18 +156,6 @@ class DaemonProcess:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
         raise AssertionError("no VmRSS in /proc status")
-
-
-def send_until_answered(daemon_ref: Any, document: dict[str, Any], *, deadline_s: float = 120.0) -> dict[str, Any]:
-    """Send a request, retrying on transport failures (the daemon may be restarting)."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        try:
-            return daemon_ref().call(document)
-        except TransportFailure:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
 
 
 def raw_connect(path: Path, timeout: float = 10.0) -> socket.socket:

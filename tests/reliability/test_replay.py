@@ -35,7 +35,7 @@ SCOPES = [
     {"workspace_id": "w", "project_id": "prj_ab"},
     {"workspace_id": "w", "project_id": "prj_a", "task_id": "tsk_1"},
 ]
-TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=120)
+TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=120).filter(str.strip)
 CLAIM_TYPES = st.sampled_from(["fact", "decision", "constraint", "preference", "procedure", "observation"])
 RELATIONS = st.sampled_from(["derived_from", "supports", "contradicts", "supersedes", "references", "duplicates"])
 RUNS: list[dict[str, int]] = []
@@ -82,7 +82,7 @@ class ReplayMachine(RuleBasedStateMachine):
     @rule(target=artifacts, text=TEXT, large=st.booleans(), scope_index=st.integers(0, len(SCOPES) - 1))
     def put_artifact(self, text: str, large: bool, scope_index: int) -> str:
         body = text * (20000 // len(text.encode()) + 1) if large else text
-        envelope = self.call("artifact.put", {"kind": "note", "title": text[:40], "content": {"type": "text", "data": body}},
+        envelope = self.call("artifact.put", {"kind": "note", "title": text.strip()[:40], "content": {"type": "text", "data": body}},
                              SCOPES[scope_index])
         result = envelope["result"]
         self.heads[result["artifact_id"]] = {"revision_id": result["revision_id"], "size": len(body.encode()),
@@ -101,7 +101,8 @@ class ReplayMachine(RuleBasedStateMachine):
     def forget_artifact(self, artifact: str, reason: str) -> None:
         self.call("artifact.forget", {"artifact_id": artifact, "reason": reason}, self.heads[artifact]["scope"])
 
-    @rule(target=claims, artifact=artifacts, statement=TEXT, claim_type=CLAIM_TYPES, span=st.tuples(st.integers(0, 64), st.integers(1, 64)))
+    @rule(target=claims, artifact=artifacts, statement=TEXT, claim_type=CLAIM_TYPES,
+          span=st.tuples(st.integers(0, 64), st.integers(1, 64)))
     def assert_claim(self, artifact: str, statement: str, claim_type: str, span: tuple[int, int]) -> str:
         head = self.heads[artifact]
         start = min(span[0], head["size"] - 1)

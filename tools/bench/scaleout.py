@@ -3,8 +3,8 @@
     python -m tools.bench.scaleout [--quick] [--puts N] [--pg-url URL]
 
 Every writer process opens its own store and sends durable ``artifact.put`` mutations (1 KiB
-texts, full path: decide, append, projections, commit) for its share of ``N``; the writers start
-together behind a barrier. Measured in the same run, on the same machine:
+texts, full path: decide, append, projections, commit) for its share of ``N``; the writers warm
+up, then start together. Measured in the same run, on the same machine:
 
 - **PostgreSQL**: each writer is a host (its own data dir, ``MEMOREE_LOG_URL`` at a fresh
   database); one more host, writing nothing, follows the log by the catch-up subscription.
@@ -55,14 +55,15 @@ def _use_log(url: str | None) -> None:
         os.environ.pop("MEMOREE_LOG_URL", None)
 
 
-def writer(data_dir: str, url: str | None, worker: int, count: int, barrier: Any, results: Any) -> None:
+def writer(data_dir: str, url: str | None, worker: int, count: int, go: Any, results: Any) -> None:
     """One writer process: warm up outside the timing, wait for the others, then put ``count``."""
     from memoree.service import Service
 
     _use_log(url)
     service = Service(Path(data_dir))
     assert service.handle_bytes(request(worker, -1)).ok
-    barrier.wait()
+    results.put("ready")
+    go.wait()
     acks = []
     for i in range(count):
         reply = service.handle_bytes(request(worker, i))
@@ -101,29 +102,49 @@ def _local_head(conn: Any) -> int:
 def run_case(folder: Path, url: str | None, writers: int, puts: int) -> dict[str, float]:
     """Throughput and lag percentiles for one backend and writer count."""
     ctx = multiprocessing.get_context("spawn")
-    barrier, ready, stop = ctx.Barrier(writers + 1), ctx.Event(), ctx.Event()
+    go, ready, stop = ctx.Event(), ctx.Event(), ctx.Event()
     acks_queue, seen_queue = ctx.Queue(), ctx.Queue()
     shared_dir = folder / "sqlite-data"
     _prepare_store(shared_dir, url)
     watch = ctx.Process(target=observer, args=(str(folder / "observer" if url else shared_dir), url,
                                                ready, stop, seen_queue))
     watch.start()
-    ready.wait(120)
+    while not ready.wait(1.0):
+        if watch.exitcode is not None:
+            raise RuntimeError(f"the observer process failed (exit code {watch.exitcode})")
     share = max(1, puts // writers)
     procs = [ctx.Process(target=writer, args=(str(folder / f"host{w}" if url else shared_dir), url,
-                                               w, share, barrier, acks_queue)) for w in range(writers)]
+                                               w, share, go, acks_queue)) for w in range(writers)]
     for proc in procs:
         proc.start()
-    barrier.wait(300)
+    _collect(acks_queue, procs, len(procs))  # every writer warmed up
+    go.set()
     started = time.time()
-    reports = [acks_queue.get(timeout=600) for _ in procs]
+    reports = _collect(acks_queue, procs, len(procs))
     for proc in procs:
         proc.join(60)
     time.sleep(0.5)
     stop.set()
-    seen = seen_queue.get(timeout=120)
+    seen = _collect(seen_queue, [watch], 1)[0]
     watch.join(60)
     return _summarize(reports, seen, started)
+
+
+def _collect(results: Any, procs: list[Any], count: int) -> list[Any]:
+    """``count`` results, failing at once (not after a long timeout) when a process died."""
+    import queue
+
+    collected: list[Any] = []
+    while len(collected) < count:
+        try:
+            collected.append(results.get(timeout=1.0))
+        except queue.Empty:
+            failed = [proc.exitcode for proc in procs if proc.exitcode not in (None, 0)]
+            if failed:
+                for proc in procs:
+                    proc.kill()
+                raise RuntimeError(f"a benchmark process failed (exit codes {failed})") from None
+    return collected
 
 
 def _prepare_store(data_dir: Path, url: str | None) -> None:
