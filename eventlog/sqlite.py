@@ -104,6 +104,11 @@ class SqliteEventStore:
             raise translate_sqlite_error(exc) from exc
 
     def _savepoint(self) -> Iterator[Any]:
+        if not self.conn.in_transaction:
+            # SQLite rolled the enclosing transaction back on its own (e.g. a full disk mid-group):
+            # a savepoint now would quietly start and commit a transaction of its own.
+            raise InternalError("the enclosing transaction was rolled back; nothing was written",
+                                retryable=True)
         name = f"unit{self._depth}"
         self.conn.execute(f"SAVEPOINT {name}")
         self._depth += 1
