@@ -8,6 +8,7 @@ exits with the error class's code. Mutation wrappers mint a fresh idempotency ke
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import mimetypes
 import os
@@ -85,9 +86,21 @@ def _send(op: str, payload: dict[str, Any], *, mutation: bool = False,
     document: dict[str, Any] = {"v": 1, "request_id": request_id, "op": op, "input": payload}
     if mutation:
         document["idempotency_key"] = idempotency_key or f"auto_{request_id}"
-    body, exit_code = callcmd.run(json.dumps(document).encode(), OPTIONS.call_options())
+    from memoree.progress import busy
+
+    with busy(f"{op} …") if op in LONG_OPS else _nothing_to_show():
+        body, exit_code = callcmd.run(json.dumps(document).encode(), OPTIONS.call_options())
     _emit(body)
     raise typer.Exit(exit_code)
+
+
+# Operations that can take a while; a spinner shows on a terminal's stderr while they run.
+LONG_OPS = frozenset({"verify", "backup.create"})
+
+
+@contextlib.contextmanager
+def _nothing_to_show() -> Any:
+    yield
 
 
 def _emit(body: bytes) -> None:
@@ -800,8 +813,11 @@ def log_import(
     from memoree import transfer
     from memoree.errors import MemoreeError
 
+    from memoree.progress import busy
+
     try:
-        result = transfer.import_log(export_file, target.expanduser().absolute(), blobs)
+        with busy("import …"):
+            result = transfer.import_log(export_file, target.expanduser().absolute(), blobs)
     except MemoreeError as exc:
         _print_json({"v": 1, "request_id": _request_id(), "ok": False, "error": exc.to_body(), "warnings": []})
         raise typer.Exit(exc.exit_code) from None
@@ -965,8 +981,11 @@ def eval_command(
 
     options = EvalOptions(case_ids=tuple(case or ()), case_timeout_ms=case_timeout_ms,
                           suite_timeout_ms=suite_timeout_ms)
+    from memoree.progress import busy
+
     try:
-        report, exit_code = main_report(corpus_dir.expanduser().resolve(), options)
+        with busy(f"eval {corpus_dir.name} …"):
+            report, exit_code = main_report(corpus_dir.expanduser().resolve(), options)
     except (CorpusError, OSError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -1164,8 +1183,11 @@ def backup_restore(
     from memoree import backup
     from memoree.errors import MemoreeError
 
+    from memoree.progress import busy
+
     try:
-        result = backup.restore(source.expanduser().absolute(), target.expanduser().absolute())
+        with busy("restore …"):
+            result = backup.restore(source.expanduser().absolute(), target.expanduser().absolute())
     except MemoreeError as exc:
         _print_json({"v": 1, "request_id": _request_id(), "ok": False, "error": exc.to_body(), "warnings": []})
         raise typer.Exit(exc.exit_code) from None

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["progress_reporter"]
+__all__ = ["busy", "progress_reporter"]
 
 
 @contextmanager
@@ -26,3 +26,15 @@ def progress_reporter(description: str, total: int) -> Iterator[Callable[[int], 
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(description, total=total)
         yield lambda done: bar.update(task, completed=done)
+
+
+@contextmanager
+def busy(description: str) -> Iterator[None]:
+    """A spinner on a TTY stderr while an operation of unknown length runs (e.g. in the daemon)."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(description):
+        yield
