@@ -45,8 +45,23 @@ def attach_context(document: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return {**document, "context": context, "context_source": source}, True
 
 
-def prepare(raw: bytes) -> tuple[bytes, str] | tuple[bytes, int]:
-    """Either ``(request bytes, request_id)`` ready to send, or an error ``(envelope, exit)``."""
+# Administrative ops that replay or copy the whole store may run for minutes in the daemon: the
+# client waits for them longer than the protocol's 30 s frame timeout.
+LONG_RUNNING_OPS = frozenset({"verify", "backup.create"})
+LONG_OPS_TIMEOUT_S = 3600.0
+
+
+class Prepared:
+    """A request ready to send: its bytes, its id (for client-side errors) and how long to wait."""
+
+    __slots__ = ("raw", "request_id", "long_running")
+
+    def __init__(self, raw: bytes, request_id: str, long_running: bool) -> None:
+        self.raw, self.request_id, self.long_running = raw, request_id, long_running
+
+
+def prepare(raw: bytes) -> Prepared | tuple[bytes, int]:
+    """Either a request ready to send, or an error ``(envelope, exit code)``."""
     from memoree.context import ContextResolutionError
 
     try:
@@ -65,7 +80,7 @@ def prepare(raw: bytes) -> tuple[bytes, str] | tuple[bytes, int]:
         return _error(request_id, "CONFIG_ERROR", f"configuration error: {exc}", 2)
     if changed:
         raw = json.dumps(document, separators=(",", ":")).encode()
-    return raw, request_id
+    return Prepared(raw, request_id, document.get("op") in LONG_RUNNING_OPS)
 
 
 def send_in_process(raw: bytes, data_dir: Path | None) -> tuple[bytes, int]:
@@ -100,13 +115,15 @@ def exit_code_of(body: bytes) -> int:
     return EXIT_CODES.get(envelope.get("error", {}).get("code"), 1)
 
 
-def send_via_daemon(raw: bytes, request_id: str, options: CallOptions) -> tuple[bytes, int]:
-    from memoree.client import ClientConfigError, Endpoint, TransportFailure, request_via_daemon
+def send_via_daemon(request: Prepared, options: CallOptions) -> tuple[bytes, int]:
+    from memoree.client import IO_TIMEOUT_S, ClientConfigError, Endpoint, TransportFailure, request_via_daemon
 
+    request_id = request.request_id
     try:
         endpoint = Endpoint.parse(options.endpoint) if options.endpoint else None
-        body = request_via_daemon(raw, endpoint=endpoint, data_dir=options.data_dir,
-                                  autostart_allowed=options.autostart)
+        body = request_via_daemon(request.raw, endpoint=endpoint, data_dir=options.data_dir,
+                                  autostart_allowed=options.autostart,
+                                  io_timeout=LONG_OPS_TIMEOUT_S if request.long_running else IO_TIMEOUT_S)
     except TransportFailure as exc:
         return _error(request_id, "TRANSPORT_ERROR", f"transport error: {exc}", 1, retryable=True)
     except ClientConfigError as exc:
@@ -134,12 +151,11 @@ def run(raw: bytes, options: CallOptions | None = None) -> tuple[bytes, int]:
     """Answer one raw request: the envelope bytes and the exit code."""
     options = options or CallOptions()
     prepared = prepare(raw)
-    if isinstance(prepared[1], int):
-        return prepared  # type: ignore[return-value]
-    request, request_id = prepared
+    if not isinstance(prepared, Prepared):
+        return prepared
     if options.in_process:
-        return send_in_process(request, options.data_dir)
-    return send_via_daemon(request, request_id, options)
+        return send_in_process(prepared.raw, options.data_dir)
+    return send_via_daemon(prepared, options)
 
 
 def _parse_args(argv: list[str]) -> CallOptions | None:

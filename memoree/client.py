@@ -158,7 +158,7 @@ def autostart(endpoint: Endpoint, data_dir: Path) -> dict:
 
 
 def request_via_daemon(payload: bytes, *, endpoint: Endpoint | None, data_dir: Path | None,
-                       autostart_allowed: bool) -> bytes:
+                       autostart_allowed: bool, io_timeout: float = IO_TIMEOUT_S) -> bytes:
     """Send one request to the daemon, starting the default one when allowed and needed."""
     target = endpoint or default_endpoint()
     doctor = probe(target)
@@ -169,4 +169,4 @@ def request_via_daemon(payload: bytes, *, endpoint: Endpoint | None, data_dir: P
 
         doctor = autostart(target, data_dir or default_data_dir())
     _check_version(doctor)
-    return exchange(target, payload)
+    return exchange(target, payload, io_timeout=io_timeout)
