@@ -488,12 +488,19 @@ def _channel_rows(scope: ReadScope, table: _Table, index: str, expression: str,
     ).fetchall()
     if not top:
         return []
-    marks = ",".join("?" * len(top))
-    visible = scope.conn.execute(
-        f"SELECT {table.columns} FROM {table.docs} d {table.joins} "
-        f"WHERE d.doc_id IN ({marks}) AND {filters.sql}",
-        (*(doc_id for doc_id, _ in top), *filters.params),
-    ).fetchall()
+    # Join the owner rows in rank order, one slice of ``limit`` at a time: when most rows are
+    # visible the first slice already holds the answer, and the join costs a quarter.
+    visible: list[Any] = []
+    for start in range(0, len(top), limit):
+        piece = top[start:start + limit]
+        marks = ",".join("?" * len(piece))
+        visible += scope.conn.execute(
+            f"SELECT {table.columns} FROM {table.docs} d {table.joins} "
+            f"WHERE d.doc_id IN ({marks}) AND {filters.sql}",
+            (*(doc_id for doc_id, _ in piece), *filters.params),
+        ).fetchall()
+        if len(visible) >= limit:
+            break
     if len(visible) >= limit or len(top) < probe:
         rank = {doc_id: position for position, (doc_id, _) in enumerate(top)}
         scores = dict(top)
