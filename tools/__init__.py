@@ -1,0 +1,1 @@
+"""Operator and auditor tools: benchmarks (bench/) and the standalone log verifier (audit/)."""

@@ -1,0 +1,1 @@
+"""The standalone auditor verifier (verify_log.py imports nothing from memoree)."""
