@@ -41,6 +41,9 @@ def digest_hex(data: bytes) -> str:
 class ContentStore:
     """Blob storage beside an SQLite connection (inline rows) and a ``blobs/`` folder (files)."""
 
+    # The last object put() received (digest, bytes), handed to readers in the same transaction.
+    _just_stored: tuple[str, bytes] | None = None
+
     def __init__(self, conn: Any, root: Path) -> None:
         self.conn = conn
         self.root = root
@@ -49,6 +52,8 @@ class ContentStore:
     def put(self, data: bytes, digest: str | None = None) -> str:
         """Store ``data`` (idempotently) and return its digest; call inside the write transaction."""
         digest = digest or digest_hex(data)
+        # The projections read these bytes back in the same transaction: hand them over directly.
+        self._just_stored = (digest, data)
         if len(data) <= INLINE_BLOB_BYTES:
             self.conn.execute(
                 "INSERT OR IGNORE INTO cas_inline (hash, size, data) VALUES (?, ?, ?)",
@@ -60,6 +65,11 @@ class ContentStore:
 
     def get(self, digest: str, size: int) -> bytes:
         """The verified bytes for ``digest``; INTEGRITY_ERROR when missing or damaged."""
+        just_stored = self._just_stored
+        if (just_stored is not None and just_stored[0] == digest and len(just_stored[1]) == size
+                and self.conn.in_transaction):
+            self._just_stored = None
+            return just_stored[1]  # put() received them with their digest a moment ago
         data = self._read(digest, size)
         if len(data) != size or digest_hex(data) != digest:
             raise IntegrityError(f"blob {digest} does not match its digest or size",
