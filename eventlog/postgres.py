@@ -43,6 +43,7 @@ from .store import (
     RawEvent,
     RecordedEvent,
     StreamVersionConflict,
+    paged_raw_events,
 )
 
 __all__ = [
@@ -391,21 +392,9 @@ class PostgresEventStore:
             yield recorded_from_raw(raw)
 
     def read_raw(self, after: int = 0, limit: int | None = None) -> Iterator[RawEvent]:
-        remaining = limit if limit is not None else -1
-        page = 2000
-        while remaining:
-            take = page if remaining < 0 else min(page, remaining)
-            rows = self._execute(
-                "SELECT commit_seq, type, data, prev_hash, hash FROM events "
-                "WHERE commit_seq > %s ORDER BY commit_seq LIMIT %s", (after, take),
-            ).fetchall()
-            for seq, type_, data, prev, digest in rows:
-                yield RawEvent(seq, type_, bytes(data), bytes(prev), bytes(digest))
-            if len(rows) < take:
-                return
-            after = rows[-1][0]
-            if remaining > 0:
-                remaining -= len(rows)
+        return paged_raw_events(lambda start, take: self._execute(
+            "SELECT commit_seq, type, data, prev_hash, hash FROM events "
+            "WHERE commit_seq > %s ORDER BY commit_seq LIMIT %s", (start, take)).fetchall(), after, limit)
 
     def hash_at(self, commit_seq: int) -> bytes | None:
         row = self._execute("SELECT hash FROM events WHERE commit_seq = %s", (commit_seq,)).fetchone()

@@ -18,9 +18,17 @@ from memoree.errors import ContentTooLarge, IdempotencyConflict, InternalError, 
 from .codec import GENESIS_HASH, chain_hash, decode_envelope, decode_payload, encode_event
 from .checkpoints import CHECKPOINT_SCHEMA
 from .db import execute_script, sqlite3
-from .store import IdempotencyHit, LogHead, NewEvent, RawEvent, RecordedEvent, StreamVersionConflict
+from .store import (
+    IdempotencyHit,
+    LogHead,
+    NewEvent,
+    RawEvent,
+    RecordedEvent,
+    StreamVersionConflict,
+    paged_raw_events,
+)
 
-__all__ = ["LOG_SCHEMA", "SqliteEventStore", "translate_sqlite_error"]
+__all__ = ["LOG_SCHEMA", "SqliteEventStore", "savepoint", "translate_sqlite_error"]
 
 LOG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -104,23 +112,12 @@ class SqliteEventStore:
             raise translate_sqlite_error(exc) from exc
 
     def _savepoint(self) -> Iterator[Any]:
-        if not self.conn.in_transaction:
-            # SQLite rolled the enclosing transaction back on its own (e.g. a full disk mid-group):
-            # a savepoint now would quietly start and commit a transaction of its own.
-            raise InternalError("the enclosing transaction was rolled back; nothing was written",
-                                retryable=True)
-        name = f"unit{self._depth}"
-        self.conn.execute(f"SAVEPOINT {name}")
         self._depth += 1
         try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute(f"ROLLBACK TO {name}")
-            self.conn.execute(f"RELEASE {name}")
-            raise
+            with savepoint(self.conn, f"unit{self._depth - 1}"):
+                yield self.conn
         finally:
             self._depth -= 1
-        self.conn.execute(f"RELEASE {name}")
 
     @property
     def in_transaction(self) -> bool:
@@ -182,21 +179,10 @@ class SqliteEventStore:
     def read_raw(self, after: int = 0, limit: int | None = None) -> Iterator[RawEvent]:
         yield from self._rows(after, limit)
 
-    def _rows(self, after: int, limit: int | None, page: int = 2000) -> Iterator[RawEvent]:
-        remaining = limit if limit is not None else -1
-        while remaining:
-            take = page if remaining < 0 else min(page, remaining)
-            rows = self.conn.execute(
-                "SELECT commit_seq, type, data, prev_hash, hash FROM events "
-                "WHERE commit_seq > ? ORDER BY commit_seq LIMIT ?", (after, take),
-            ).fetchall()
-            for seq, type_, data, prev, digest in rows:
-                yield RawEvent(seq, type_, bytes(data), bytes(prev), bytes(digest))
-            if len(rows) < take:
-                return
-            after = rows[-1][0]
-            if remaining > 0:
-                remaining -= len(rows)
+    def _rows(self, after: int, limit: int | None) -> Iterator[RawEvent]:
+        return paged_raw_events(lambda start, take: self.conn.execute(
+            "SELECT commit_seq, type, data, prev_hash, hash FROM events "
+            "WHERE commit_seq > ? ORDER BY commit_seq LIMIT ?", (start, take)).fetchall(), after, limit)
 
     def find_idempotency_key(self, key: str) -> IdempotencyHit | None:
         row = self.conn.execute(
@@ -235,6 +221,24 @@ class SqliteEventStore:
             "SELECT max(stream_version) FROM events WHERE stream_id = ?", (stream_id,)
         ).fetchone()
         return row[0] or 0
+
+
+@contextmanager
+def savepoint(conn: Any, name: str) -> Iterator[Any]:
+    """A nested unit inside the connection's open transaction: a failure rolls back only it."""
+    if not conn.in_transaction:
+        # SQLite rolled the enclosing transaction back on its own (e.g. a full disk mid-group):
+        # a savepoint now would quietly start and commit a transaction of its own.
+        raise InternalError("the enclosing transaction was rolled back; nothing was written",
+                            retryable=True)
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute(f"ROLLBACK TO {name}")
+        conn.execute(f"RELEASE {name}")
+        raise
+    conn.execute(f"RELEASE {name}")
 
 
 def _append_conflict(exc: Exception, event: NewEvent) -> MemoreeError:

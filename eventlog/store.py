@@ -8,7 +8,7 @@ event, its projections and its idempotency record commit or roll back together.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -29,6 +29,7 @@ __all__ = [
     "RecordedEvent",
     "StreamVersionConflict",
     "first_chain_break",
+    "paged_raw_events",
 ]
 
 
@@ -108,6 +109,23 @@ class EventStore(Protocol):
     def head(self) -> LogHead: ...
 
     def find_idempotency_key(self, key: str) -> IdempotencyHit | None: ...
+
+
+def paged_raw_events(fetch_page: Callable[[int, int], list[tuple[Any, ...]]], after: int,
+                     limit: int | None, page: int = 2000) -> Iterator[RawEvent]:
+    """Stored rows after ``after`` in order, ``page`` at a time from ``fetch_page(after, take)``
+    (rows of commit_seq, type, data, prev_hash, hash), at most ``limit`` of them."""
+    remaining = limit if limit is not None else -1
+    while remaining:
+        take = page if remaining < 0 else min(page, remaining)
+        rows = fetch_page(after, take)
+        for seq, type_, data, prev, digest in rows:
+            yield RawEvent(seq, type_, bytes(data), bytes(prev), bytes(digest))
+        if len(rows) < take:
+            return
+        after = rows[-1][0]
+        if remaining > 0:
+            remaining -= len(rows)
 
 
 def first_chain_break(rows: Iterator[RawEvent], *, start_seq: int = 1,

@@ -33,6 +33,7 @@ from memoree.errors import IntegrityError, InternalError, MemoreeError
 from memoree.eventlog.checkpoints import Checkpoint, insert_checkpoint, list_checkpoints
 from memoree.eventlog.codec import GENESIS_HASH
 from memoree.eventlog.db import sqlite3
+from memoree.eventlog.sqlite import savepoint
 from memoree.eventlog.postgres import (
     PostgresContentStore,
     PostgresEventStore,
@@ -310,17 +311,12 @@ class SharedLog:
     def _savepoint(self) -> Iterator[Any]:
         name = f"unit{self._depth}"
         with self.pg.savepoint():
-            self.conn.execute(f"SAVEPOINT {name}")
             self._depth += 1
             try:
-                yield self.conn
-            except BaseException:
-                self.conn.execute(f"ROLLBACK TO {name}")
-                self.conn.execute(f"RELEASE {name}")
-                raise
+                with savepoint(self.conn, name):
+                    yield self.conn
             finally:
                 self._depth -= 1
-            self.conn.execute(f"RELEASE {name}")
 
     def _commit_both(self) -> None:
         try:
