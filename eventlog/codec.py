@@ -31,9 +31,7 @@ SCHEMA_V = 1
 GENESIS_HASH = bytes(32)
 
 
-class StoredEnvelope(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What the stored bytes contain; the payload stays raw until its type is known."""
-
+class _EnvelopeFields(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     commit_seq: int
     event_id: str
     type: str
@@ -44,20 +42,17 @@ class StoredEnvelope(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     scope: Scope | None = None
     idempotency_key: str | None = None
     request_digest: str | None = None
+
+
+class StoredEnvelope(_EnvelopeFields, frozen=True, kw_only=True):
+    """What the stored bytes contain; the payload stays raw until its type is known."""
+
     payload: msgspec.Raw
 
 
-class _EnvelopeOut(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    commit_seq: int
-    event_id: str
-    type: str
-    schema_v: int
-    stream_id: str
-    stream_version: int
-    at: str
-    scope: Scope | None = None
-    idempotency_key: str | None = None
-    request_digest: str | None = None
+class _EnvelopeOut(_EnvelopeFields, frozen=True, kw_only=True):
+    """The same envelope on the way in, with the typed payload (keys are sorted when encoded)."""
+
     payload: Any
 
 
