@@ -33,6 +33,12 @@ __all__ = ["DB_FILENAME", "Engine", "prepare_data_dir"]
 DB_FILENAME = "memoree.sqlite3"
 
 
+def _live_events_after(conn: Any, position: int) -> Any:
+    """The events after ``position`` in this file's log (the embedded log or a shared log's
+    replica), read through ``conn``."""
+    return SqliteEventStore(conn).read(after=position)
+
+
 def prepare_data_dir(path: Path) -> list[str]:
     """Create ``path`` owner-only, or tighten an existing one; return warnings to log."""
     warnings = []
@@ -102,12 +108,24 @@ class Engine:
 
     def reindex(self, names: Sequence[str] | None = None,
                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-        """Drop the named projections (default: all) and rebuild them from the log."""
+        """Rebuild the named projections (default: all) beside the live ones, then swap them in.
+
+        The log is replayed into a scratch database while the store stays readable and writable;
+        the swap replays what arrived meanwhile and replaces the tables in one transaction
+        (``memoree.projections.beside``). Every projector is replayed, because later ones read
+        earlier ones; only the chosen ones (and those after them) are swapped.
+        """
+        from memoree.projections.beside import ScratchBuild, remove_dead_scratches
+
         chosen = self._select(names)
-        with self.log.transaction() as conn:
-            count = rebuild(conn, self.log.read(), chosen, progress=progress)
-        return {"projections": [p.name for p in chosen], "events_replayed": count,
-                "commit_seq": self.log.head().commit_seq}
+        remove_dead_scratches(self.data_dir)
+        with ScratchBuild(self.data_dir, sync_projectors(self.cas)) as build:
+            count = build.replay(self.log.read(), build_indexes=any(p.name == "fts" for p in chosen),
+                                 progress=progress)
+            count += build.catch_up(self.log.read(after=build.position), progress)
+            position = build.swap(self.db_path, chosen, _live_events_after)
+        return {"projections": [p.name for p in chosen], "events_replayed": position,
+                "commit_seq": position}
 
     def node_key(self) -> NodeKey:
         """The current node key, its epoch recorded in the log first (at first use)."""

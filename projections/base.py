@@ -125,16 +125,20 @@ def rebuild(
 
 
 @contextmanager
-def bulk_mode(conn: Any, projectors: Sequence[Projector]) -> Iterator[None]:
-    """Let projectors that can (e.g. FTS) defer per-row index work to one pass at the end."""
+def bulk_mode(conn: Any, projectors: Sequence[Projector], *, build_indexes: bool = True) -> Iterator[None]:
+    """Let projectors that can (e.g. FTS) defer per-row index work to one pass at the end, or skip
+    it when ``build_indexes`` is false (a scratch replay that only compares rows)."""
     bulky = [p for p in projectors if hasattr(p, "begin_bulk")]
     for projector in bulky:
         projector.begin_bulk(conn)  # type: ignore[attr-defined]
     try:
         yield
-    finally:
+    except BaseException:
         for projector in bulky:
-            projector.end_bulk(conn)  # type: ignore[attr-defined]
+            projector.end_bulk(conn, build_indexes=False)  # type: ignore[attr-defined]
+        raise
+    for projector in bulky:
+        projector.end_bulk(conn, build_indexes=build_indexes)  # type: ignore[attr-defined]
 
 
 def _replay(

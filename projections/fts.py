@@ -25,7 +25,7 @@ from memoree.eventlog.store import RecordedEvent
 from .chunker import CHUNKER_VERSION, chunk_spans
 from .text import body_index_text
 
-__all__ = ["FtsProjector", "TRIGRAM_VOCAB_TABLES", "ensure_trigram_vocab", "fts_schema"]
+__all__ = ["FTS_INDEXES", "FtsProjector", "TRIGRAM_VOCAB_TABLES", "ensure_trigram_vocab", "fts_schema"]
 
 WORD_TOKENIZER = "unicode61 remove_diacritics 2"
 
@@ -38,6 +38,8 @@ TRIGRAM_VOCAB_TABLES = {
 
 
 FTS_INDEXES = ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts", "claim_fts", "claim_trigram_fts")
+BULK_HASH_BYTES = 64 * 1024 * 1024
+DEFAULT_HASH_BYTES = 1024 * 1024  # FTS5's own default
 # Room for every chunk of an 8 MiB body at the chunker's 256-byte minimum (32,768 < 2**16).
 CHUNK_ID_BITS = 16
 
@@ -128,10 +130,16 @@ class FtsProjector:
         """Replaying a whole log: fill the content tables only; ``end_bulk`` indexes them at once."""
         self.bulk = True
 
-    def end_bulk(self, conn: Any) -> None:
+    def end_bulk(self, conn: Any, *, build_indexes: bool = True) -> None:
         self.bulk = False
+        if not build_indexes:
+            return
         for index in FTS_INDEXES:
+            # A bigger in-memory term buffer than the 1 MiB default writes fewer, larger segments
+            # and so merges far less: about half the build time. The default returns afterwards.
+            conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('hashsize', ?)", (BULK_HASH_BYTES,))
             conn.execute(f"INSERT INTO {index}({index}) VALUES('rebuild')")
+            conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('hashsize', ?)", (DEFAULT_HASH_BYTES,))
 
     def apply(self, conn: Any, event: RecordedEvent) -> None:
         if event.type in ("artifact.created", "artifact.revised"):
