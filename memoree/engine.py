@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -120,12 +121,14 @@ class Engine:
         chosen = self._select(names)
         remove_dead_scratches(self.data_dir)
         with ScratchBuild(self.data_dir, sync_projectors(self.cas)) as build:
-            count = build.replay(self.log.read(), build_indexes=any(p.name == "fts" for p in chosen),
-                                 progress=progress)
-            count += build.catch_up(self.log.read(after=build.position), progress)
+            build.replay(self.log.read(), build_indexes=any(p.name == "fts" for p in chosen),
+                          progress=progress)
+            build.catch_up(self.log.read(after=build.position), progress)
+            started = time.perf_counter()
             position = build.swap(self.db_path, chosen, _live_events_after)
+            locked = time.perf_counter() - started
         return {"projections": [p.name for p in chosen], "events_replayed": position,
-                "commit_seq": position}
+                "commit_seq": position, "write_lock_seconds": round(locked, 3)}
 
     def node_key(self) -> NodeKey:
         """The current node key, its epoch recorded in the log first (at first use)."""

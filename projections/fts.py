@@ -125,10 +125,12 @@ class FtsProjector:
         self.cas = cas
         self.schema = fts_schema()
         self.bulk = False
+        self.purges: dict[str, list[bytes]] = {}
 
     def begin_bulk(self, conn: Any) -> None:
         """Replaying a whole log: fill the content tables only; ``end_bulk`` indexes them at once."""
         self.bulk = True
+        self.purges = self.cas.purges_by_artifact()  # one read instead of one query per revision
 
     def end_bulk(self, conn: Any, *, build_indexes: bool = True) -> None:
         self.bulk = False
@@ -150,7 +152,7 @@ class FtsProjector:
             self._erase_artifact_bodies(conn, event.payload.artifact_id)
 
     def _index_artifact_revision(self, conn: Any, p: Any) -> None:
-        if self.cas.is_purged(p.blob_hash, p.artifact_id):
+        if self._is_purged(p.blob_hash, p.artifact_id):
             body = ""  # a replay meets bytes a later purge erased: index the title only
         else:
             body = body_index_text(p.media_type, self.cas.get(p.blob_hash, p.size_bytes))
@@ -163,6 +165,11 @@ class FtsProjector:
                 conn.execute(f"INSERT INTO {index} (rowid, title, body) VALUES (?, ?, ?)",
                              (doc_id, p.title, body))
         self._insert_chunks(conn, doc_id, p.artifact_id, p.revision_id, p.title, body)
+
+    def _is_purged(self, digest: str, artifact_id: str) -> bool:
+        if not self.bulk:
+            return self.cas.is_purged(digest, artifact_id)
+        return any(digest.encode() in data for data in self.purges.get(artifact_id, ()))
 
     def _erase_artifact_bodies(self, conn: Any, artifact_id: str) -> None:
         """Purge: remove every revision's body from the indexes (titles stay, as in the log)."""
@@ -200,12 +207,12 @@ class FtsProjector:
         # Chunk ids derive from the document and the row's place in it, never from history, so a
         # replay that meets purged (empty) bodies numbers every later chunk the same way.
         first = doc_id << CHUNK_ID_BITS
-        for offset, (row_kind, ordinal, start, end) in enumerate(rows):
-            conn.execute(
-                "INSERT INTO artifact_chunks (chunk_id, revision_id, artifact_id, row_kind, ordinal, "
-                "start_byte, end_byte, chunker_version) VALUES (?,?,?,?,?,?,?,?)",
-                (first + offset, revision_id, artifact_id, row_kind, ordinal, start, end, CHUNKER_VERSION),
-            )
+        conn.executemany(
+            "INSERT INTO artifact_chunks (chunk_id, revision_id, artifact_id, row_kind, ordinal, "
+            "start_byte, end_byte, chunker_version) VALUES (?,?,?,?,?,?,?,?)",
+            [(first + offset, revision_id, artifact_id, row_kind, ordinal, start, end, CHUNKER_VERSION)
+             for offset, (row_kind, ordinal, start, end) in enumerate(rows)],
+        )
         # Index exactly what the content view yields (the chunker never splits a UTF-8 character,
         # so slicing the bytes here equals the view's substr), without asking SQLite to re-read it.
         if self.bulk:

@@ -1,0 +1,133 @@
+"""Blue/green reindex: built in a scratch database beside the live one, caught up, swapped in one transaction."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoree import audit
+from memoree.engine import Engine
+from memoree.projections.base import owned_tables
+from memoree.projections.beside import SCRATCH_PREFIX
+from memoree.projections.fts import FTS_INDEXES
+from memoree.service import Service
+from tests.conftest import Caller
+from tests.projections.test_reindex import populate, snapshot
+
+
+def search_ids(call: Caller, query: str) -> set[str]:
+    hits = call.ok("search", {"query": query})["result"]["hits"]
+    return {hit["entity_id"] for hit in hits if hit["entity_type"] == "artifact"}
+
+
+def check_text_indexes(conn: Any) -> None:
+    for index in FTS_INDEXES:
+        conn.execute(f"INSERT INTO {index}({index}) VALUES('integrity-check')")  # raises when damaged
+
+
+def all_tables(engine: Engine) -> list[str]:
+    return [t for p in engine.projectors for t in owned_tables(p) if t not in FTS_INDEXES]
+
+
+class TestBlueGreenReindex:
+    def test_writes_during_the_build_are_in_the_swapped_projections(self, call: Caller) -> None:
+        """Writes committed by another connection during the replay and during the catch-up both
+        end up in the swapped projections, and the store verifies clean."""
+        populate(call)
+        other = Caller(Service(call.service.data_dir))
+        written: list[str] = []
+
+        def write_meanwhile(_: int) -> None:
+            if len(written) < 2:
+                text = f"arrived meanwhile number{len(written)} quokka"
+                written.append(other.put_text(text, key=f"meanwhile-{len(written)}")["artifact_id"])
+
+        report = call.service.engine.reindex(progress=write_meanwhile)
+        other.service.close()
+        assert len(written) == 2
+        assert report["commit_seq"] == call.head()
+        assert set(written) <= search_ids(call, "quokka")
+        assert audit.verify(call.service.engine)["ok"]
+
+    def test_readers_see_the_old_projections_during_the_build(self, call: Caller) -> None:
+        """While the scratch is being built, the live tables answer exactly as before."""
+        populate(call)
+        before = snapshot(call.service.engine.conn, all_tables(call.service.engine))
+        reader = Engine(call.service.data_dir)
+        seen: list[dict[str, Any]] = []
+        call.service.engine.reindex(progress=lambda _: seen.append(snapshot(reader.conn, all_tables(reader))))
+        reader.close()
+        assert seen and all(rows == before for rows in seen)
+
+    def test_swapped_indexes_are_intact_and_keep_indexing_new_writes(self, call: Caller) -> None:
+        """FTS5 integrity-check passes after the swap, and the same connection indexes later writes correctly."""
+        populate(call)
+        call.service.engine.reindex()
+        check_text_indexes(call.service.engine.conn)
+        later = call.put_text("written after the swap: wombat", key="after-swap")["artifact_id"]
+        assert later in search_ids(call, "wombat")
+        assert search_ids(call, "cache")
+        check_text_indexes(call.service.engine.conn)
+        assert audit.verify(call.service.engine)["ok"]
+
+    def test_a_failed_build_leaves_the_live_store_untouched_and_no_scratch(self, call: Caller) -> None:
+        """An error during the build changes no live row and removes the scratch folder."""
+        populate(call)
+        engine = call.service.engine
+        before = snapshot(engine.conn, all_tables(engine))
+
+        def fail(_: int) -> None:
+            raise RuntimeError("disk on fire")
+
+        with pytest.raises(RuntimeError):
+            engine.reindex(progress=fail)
+        assert snapshot(engine.conn, all_tables(engine)) == before
+        assert not list(engine.data_dir.glob(SCRATCH_PREFIX + "*"))
+
+    def test_a_dead_builds_folder_is_removed_by_the_next_build(self, call: Caller) -> None:
+        """A scratch folder whose process is gone is deleted; the reindex then succeeds."""
+        dead = call.service.engine.data_dir / f"{SCRATCH_PREFIX}999999999-leftover"
+        dead.mkdir()
+        (dead / "scratch.sqlite3").write_bytes(b"half a build")
+        call.service.engine.reindex()
+        assert not dead.exists()
+
+    def test_reindexing_one_projection_leaves_earlier_ones_alone(self, call: Caller) -> None:
+        """--projection relations swaps relations and the projectors after it, not entities."""
+        populate(call)
+        engine = call.service.engine
+        engine.conn.execute("UPDATE artifacts SET updated_at = 'marker' WHERE rowid = 1")
+        report = engine.reindex(["relations"])
+        assert report["projections"][0] == "relations" and "entities" not in report["projections"]
+        assert engine.conn.execute("SELECT count(*) FROM artifacts WHERE updated_at = 'marker'").fetchone()[0] == 1
+
+    def test_sigkill_during_reindex_loses_nothing(self, tmp_path: Path) -> None:
+        """A reindex killed at any moment leaves a store that opens, verifies clean and answers search."""
+        data = tmp_path / "data"
+        service = Service(data)
+        caller = Caller(service)
+        for i in range(300):
+            caller.put_text(f"entry {i} about the numbat colony and other things " * 8, key=f"n{i}")
+        service.close()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMOREE_")}
+        for delay in (0.05, 0.3, 0.8):
+            proc = subprocess.Popen([sys.executable, "-m", "memoree", "--data-dir", str(data), "reindex"],
+                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(delay)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            reopened = Service(data)
+            assert audit.verify(reopened.engine)["ok"]
+            assert len(search_ids(Caller(reopened), "numbat")) > 0
+            reopened.close()
+        service = Service(data)
+        service.engine.reindex()
+        assert not list(data.glob(SCRATCH_PREFIX + "*"))
+        service.close()
