@@ -3,7 +3,8 @@
 ``ScratchBuild`` replays events into a fresh SQLite file in a private folder (inside the data
 directory for a reindex: same filesystem, owner-only). The scratch is a throwaway, so it runs
 unjournaled and unsynced with a large page cache, and its full-text indexes are built once at the
-end instead of row by row. The live projections stay readable and writable meanwhile.
+end instead of row by row, on two cores (``projections.fts_bulk``). The live projections stay
+readable and writable meanwhile.
 
 ``swap`` then opens its own connection to the live database, takes the write lock, replays into
 the scratch whatever the log gained during the build, and copies the rebuilt tables over the live
@@ -24,10 +25,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memoree.eventlog.db import connect, execute_script, sqlite3
+from memoree.eventlog.db import connect, execute_script, open_throwaway
 from memoree.eventlog.store import RecordedEvent
 
 from .base import CHECKPOINT_SCHEMA, Projector, apply_events, bulk_mode, ensure_projectors, owned_tables
+from .fts_bulk import build_text_indexes
 
 __all__ = ["SCRATCH_PREFIX", "ScratchBuild", "remove_dead_scratches"]
 
@@ -55,7 +57,7 @@ class ScratchBuild:
         self.path = self.folder / "scratch.sqlite3"
         self.projectors = list(projectors)
         self.position = 0
-        self.conn = _open_scratch(self.path)
+        self.conn = open_throwaway(self.path, cache_kib=SCRATCH_CACHE_KIB)
         self.conn.execute("BEGIN")
         ensure_projectors(self.conn, self.projectors)
         self.conn.execute("COMMIT")
@@ -75,9 +77,13 @@ class ScratchBuild:
         """Bulk-replay ``events`` (the log from its start); full-text indexes are built at the end
         unless ``build_indexes`` is false (verify compares rows, not index pages)."""
         self.conn.execute("BEGIN")
-        with bulk_mode(self.conn, self.projectors, build_indexes=build_indexes):
+        with bulk_mode(self.conn, self.projectors, build_indexes=False):
             count = self._apply(events, progress)
         self.conn.execute("COMMIT")
+        if build_indexes and any(p.name == "fts" for p in self.projectors):
+            build_text_indexes(self.conn, self.path)
+            self.conn.close()  # FTS5 caches index structure per connection: start afresh
+            self.conn = open_throwaway(self.path, cache_kib=SCRATCH_CACHE_KIB)
         return count
 
     def catch_up(self, events: Iterable[RecordedEvent], progress: Callable[[int], None] | None = None) -> int:
@@ -149,14 +155,6 @@ class ScratchBuild:
                 "ON CONFLICT(name) DO UPDATE SET version = excluded.version, position = excluded.position",
                 (projector.name, projector.version, self.position),
             )
-
-
-def _open_scratch(path: Path) -> Any:
-    conn = sqlite3.connect(os.fspath(path), isolation_level=None, check_same_thread=False)
-    for pragma in ("journal_mode = OFF", "synchronous = OFF", "locking_mode = NORMAL",
-                   f"cache_size = -{SCRATCH_CACHE_KIB}", "temp_store = MEMORY", "foreign_keys = OFF"):
-        conn.execute(f"PRAGMA {pragma}")
-    return conn
 
 
 def _is_virtual(conn: Any, schema: str, table: str) -> bool:

@@ -38,8 +38,6 @@ TRIGRAM_VOCAB_TABLES = {
 
 
 FTS_INDEXES = ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts", "claim_fts", "claim_trigram_fts")
-BULK_HASH_BYTES = 64 * 1024 * 1024
-DEFAULT_HASH_BYTES = 1024 * 1024  # FTS5's own default
 # Room for every chunk of an 8 MiB body at the chunker's 256-byte minimum (32,768 < 2**16).
 CHUNK_ID_BITS = 16
 
@@ -136,12 +134,10 @@ class FtsProjector:
         self.bulk = False
         if not build_indexes:
             return
+        from .fts_bulk import rebuild_index
+
         for index in FTS_INDEXES:
-            # A bigger in-memory term buffer than the 1 MiB default writes fewer, larger segments
-            # and so merges far less: about half the build time. The default returns afterwards.
-            conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('hashsize', ?)", (BULK_HASH_BYTES,))
-            conn.execute(f"INSERT INTO {index}({index}) VALUES('rebuild')")
-            conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('hashsize', ?)", (DEFAULT_HASH_BYTES,))
+            rebuild_index(conn, index)
 
     def apply(self, conn: Any, event: RecordedEvent) -> None:
         if event.type in ("artifact.created", "artifact.revised"):
