@@ -228,3 +228,25 @@ class TestNodeKeys:
         a("artifact.put", {"kind": "note", "title": "t", "content": {"type": "text", "data": "later"}}, key="p2")
         report = a.ok("verify", {})["result"]
         assert report["ok"] and 1 == report["checked_checkpoints"], report
+
+
+class TestReindex:
+    """A host rebuilds its projections blue/green from its replica while other hosts keep writing."""
+
+    def test_a_host_reindexes_while_another_writes(self, shared_url: str, open_host: Any) -> None:
+        """B reindexes while A writes; B then answers search for every write and verifies clean."""
+        a, b = open_host("a"), open_host("b")
+        for i in range(5):
+            a.put_text(f"harbour note {i}", key=f"p{i}")
+        b.head()
+        written: list[str] = []
+
+        def write_on_a(_: int) -> None:
+            if not written:
+                written.append(a.put_text("harbour arrival during the reindex", key="during")["artifact_id"])
+
+        b.service.engine.reindex(progress=write_on_a)
+        assert written
+        wait_until(lambda: written[0] in str(b.ok("search", {"query": "arrival"})["result"]))
+        assert 6 == len(b.ok("search", {"query": "harbour"})["result"]["hits"])
+        assert b.ok("verify", {})["result"]["ok"]
