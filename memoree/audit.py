@@ -299,7 +299,7 @@ def _compare_projections(engine: Any, upto: int, report: _Report) -> dict[str, A
     # no full-text index pages (the live ones get FTS5's own integrity check instead).
     with ScratchBuild(Path(tempfile.gettempdir()), sync_projectors(engine.cas)) as build:
         try:
-            build.replay(engine.log.read(limit=upto), build_indexes=False)
+            build.replay(engine.log.read(limit=upto))
         except MemoreeError as exc:
             report.add("projection", f"replaying the log failed: {exc.message}",
                        "Fix the damage named above (often a missing or damaged blob), then verify again.",

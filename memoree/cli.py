@@ -286,7 +286,7 @@ def reindex(
         engine = Engine(OPTIONS.data_dir or data_dir())
         try:
             with progress_reporter("reindex", engine.head()) as advance:
-                report = engine.reindex(projection, progress=advance)
+                report = engine.reindex(projection, progress=advance, phase=advance.phase)
         finally:
             engine.close()
     except MemoreeError as exc:

@@ -107,8 +107,8 @@ class Engine:
     def projector_names(self) -> list[str]:
         return [p.name for p in self.projectors]
 
-    def reindex(self, names: Sequence[str] | None = None,
-                progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    def reindex(self, names: Sequence[str] | None = None, progress: Callable[[int], None] | None = None,
+                phase: Callable[[str], None] | None = None) -> dict[str, Any]:
         """Rebuild the named projections (default: all) beside the live ones, then swap them in.
 
         The log is replayed into a scratch database while the store stays readable and writable;
@@ -120,10 +120,16 @@ class Engine:
 
         chosen = self._select(names)
         remove_dead_scratches(self.data_dir)
+        say = phase or (lambda _: None)
         with ScratchBuild(self.data_dir, sync_projectors(self.cas)) as build:
-            build.replay(self.log.read(), build_indexes=any(p.name == "fts" for p in chosen),
-                          progress=progress)
+            say("replaying the log")
+            build.replay(self.log.read(), progress=progress)
+            if any(p.name == "fts" for p in chosen):
+                say("indexing text")
+                build.build_indexes()
+            say("catching up")
             build.catch_up(self.log.read(after=build.position), progress)
+            say("swapping in")
             started = time.perf_counter()
             position = build.swap(self.db_path, chosen, _live_events_after)
             locked = time.perf_counter() - started

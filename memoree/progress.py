@@ -7,25 +7,41 @@ TTY, so piped and CI runs stay clean.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-__all__ = ["busy", "progress_reporter"]
+__all__ = ["Reporter", "busy", "progress_reporter"]
+
+
+class Reporter:
+    """``reporter(done)`` moves the bar; ``reporter.phase(text)`` relabels it. Off a terminal,
+    both do nothing."""
+
+    def __init__(self, bar: Any = None, task: Any = None) -> None:
+        self.bar, self.task = bar, task
+
+    def __call__(self, done: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def phase(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, description=text)
 
 
 @contextmanager
-def progress_reporter(description: str, total: int) -> Iterator[Callable[[int], None]]:
-    """Yield ``advance(done)``; it draws a rich bar on a TTY stderr and does nothing otherwise."""
+def progress_reporter(description: str, total: int) -> Iterator[Reporter]:
+    """Yield a ``Reporter`` that draws a rich bar on a TTY stderr and does nothing otherwise."""
     if not sys.stderr.isatty() or total <= 0:
-        yield lambda done: None
+        yield Reporter()
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda done: bar.update(task, completed=done)
+        yield Reporter(bar, bar.add_task(description, total=total))
 
 
 @contextmanager

@@ -72,19 +72,22 @@ class ScratchBuild:
         self.conn.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def replay(self, events: Iterable[RecordedEvent], *, build_indexes: bool = True,
-               progress: Callable[[int], None] | None = None) -> int:
-        """Bulk-replay ``events`` (the log from its start); full-text indexes are built at the end
-        unless ``build_indexes`` is false (verify compares rows, not index pages)."""
+    def replay(self, events: Iterable[RecordedEvent], *, progress: Callable[[int], None] | None = None) -> int:
+        """Bulk-replay ``events`` (the log from its start) into the rows; the full-text index pages
+        come from ``build_indexes`` (verify, which compares rows, does without them)."""
         self.conn.execute("BEGIN")
         with bulk_mode(self.conn, self.projectors, build_indexes=False):
             count = self._apply(events, progress)
         self.conn.execute("COMMIT")
-        if build_indexes and any(p.name == "fts" for p in self.projectors):
-            build_text_indexes(self.conn, self.path)
-            self.conn.close()  # FTS5 caches index structure per connection: start afresh
-            self.conn = open_throwaway(self.path, cache_kib=SCRATCH_CACHE_KIB)
         return count
+
+    def build_indexes(self) -> None:
+        """Index the replayed text at once (``projections.fts_bulk``)."""
+        if not any(p.name == "fts" for p in self.projectors):
+            return
+        build_text_indexes(self.conn, self.path)
+        self.conn.close()  # FTS5 caches index structure per connection: start afresh
+        self.conn = open_throwaway(self.path, cache_kib=SCRATCH_CACHE_KIB)
 
     def catch_up(self, events: Iterable[RecordedEvent], progress: Callable[[int], None] | None = None) -> int:
         """Apply events the log gained since the replay, row by row as a mutation would."""

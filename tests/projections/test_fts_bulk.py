@@ -33,6 +33,7 @@ def test_bulk_built_indexes_match_the_live_row_by_row_ones(call: Caller, tmp_pat
     monkeypatch.setattr(fts_bulk.os, "cpu_count", lambda: cores)
     with ScratchBuild(tmp_path, sync_projectors(engine.cas)) as build:
         build.replay(engine.log.read())
+        build.build_indexes()
         for index in FTS_INDEXES:
             build.conn.execute(f"INSERT INTO {index}({index}) VALUES('integrity-check')")
         assert answers(build.conn) == answers(engine.conn)
