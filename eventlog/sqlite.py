@@ -255,6 +255,13 @@ def _append_conflict(exc: Exception, event: NewEvent) -> MemoreeError:
     return translate_sqlite_error(exc)
 
 
+def translate_storage_error(exc: Exception) -> MemoreeError:
+    """A typed error for a failure of the disk under the store: an OS error or a SQLite one."""
+    if isinstance(exc, OSError):
+        return InternalError(f"I/O error: {exc}", hint="Check the data dir's disk (free space, permissions) and try again.")
+    return translate_sqlite_error(exc)
+
+
 def translate_sqlite_error(exc: Exception) -> MemoreeError:
     """Map a driver error onto the error tree (disk full, busy, corruption, anything else)."""
     text = str(exc)

@@ -304,15 +304,6 @@ def _answers(path: Path) -> bool:
     return True
 
 
-def _startup_failure(exc: Exception) -> MemoreeError:
-    """The error a daemon that cannot open its store or socket reports (an I/O or SQLite error)."""
-    if isinstance(exc, OSError):
-        return InternalError(f"I/O error: {exc}", hint="Check the data dir's disk (free space, permissions) and start again.")
-    from memoree.eventlog.sqlite import translate_sqlite_error
-
-    return translate_sqlite_error(exc)
-
-
 def serve(data_dir: Path, endpoint: Endpoint, *, lifecycle_owner: str = "external",
           allow_non_loopback: bool = False, http: tuple[str, int] | None = None) -> None:
     """Run a daemon until SIGINT or SIGTERM (with the emem REST front when ``http`` is given)."""
@@ -326,7 +317,9 @@ def serve(data_dir: Path, endpoint: Endpoint, *, lifecycle_owner: str = "externa
     try:
         daemon.start()
     except (OSError, sqlite3.Error) as exc:  # e.g. a full disk: a typed failure, never a traceback
-        raise _startup_failure(exc) from None
+        from memoree.eventlog.sqlite import translate_storage_error
+
+        raise translate_storage_error(exc) from None
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: daemon.stop())
     from memoree.log import logger

@@ -64,7 +64,17 @@ class Engine:
         id_factory: Callable[[str], str] = new_id,
         synchronous: str = "FULL",
     ) -> None:
-        self.data_dir = Path(data_dir)
+        from memoree.eventlog.db import sqlite3
+        from memoree.eventlog.sqlite import translate_storage_error
+
+        try:
+            self._open(Path(data_dir), clock, id_factory, synchronous)
+        except (OSError, sqlite3.Error) as exc:  # e.g. a full disk: a typed error, never a traceback
+            raise translate_storage_error(exc) from None
+
+    def _open(self, data_dir: Path, clock: Callable[[], str], id_factory: Callable[[str], str],
+              synchronous: str) -> None:
+        self.data_dir = data_dir
         self.warnings = prepare_data_dir(self.data_dir)
         for warning in self.warnings:
             from memoree.log import logger
@@ -116,11 +126,20 @@ class Engine:
         (``memoree.projections.beside``). Every projector is replayed, because later ones read
         earlier ones; only the chosen ones (and those after them) are swapped.
         """
+        from memoree.eventlog.db import sqlite3
+        from memoree.eventlog.sqlite import translate_storage_error
+
+        try:
+            return self._reindex_beside(names, progress, phase or (lambda _: None))
+        except (OSError, sqlite3.Error) as exc:  # e.g. a full disk: the live store is untouched
+            raise translate_storage_error(exc) from None
+
+    def _reindex_beside(self, names: Sequence[str] | None, progress: Callable[[int], None] | None,
+                        say: Callable[[str], None]) -> dict[str, Any]:
         from memoree.projections.beside import ScratchBuild, remove_dead_scratches
 
         chosen = self._select(names)
         remove_dead_scratches(self.data_dir)
-        say = phase or (lambda _: None)
         with ScratchBuild(self.data_dir, sync_projectors(self.cas)) as build:
             say("replaying the log")
             build.replay(self.log.read(), progress=progress)

@@ -57,10 +57,14 @@ class ScratchBuild:
         self.path = self.folder / "scratch.sqlite3"
         self.projectors = list(projectors)
         self.position = 0
-        self.conn = open_throwaway(self.path, cache_kib=SCRATCH_CACHE_KIB)
-        self.conn.execute("BEGIN")
-        ensure_projectors(self.conn, self.projectors)
-        self.conn.execute("COMMIT")
+        try:
+            self.conn = open_throwaway(self.path, cache_kib=SCRATCH_CACHE_KIB)
+            self.conn.execute("BEGIN")
+            ensure_projectors(self.conn, self.projectors)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
 
     def __enter__(self) -> ScratchBuild:
         return self

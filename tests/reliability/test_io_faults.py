@@ -274,6 +274,35 @@ class TestDiskFull:
                     acked_losses=len(lost), typed_errors=len(errors) - len(untyped) + 1, errors=len(errors) + 1,
                     note=f"start on a full disk: {started_full}")
 
+    def test_reindex_on_a_full_disk_fails_typed_and_changes_nothing(self, tmp_path: Path, figures: Figures) -> None:
+        """A reindex that runs out of space, in process (the scratch build fails) or from the CLI
+        (the store cannot even open), answers a typed error, leaves no scratch folder and a store
+        that verifies clean; once space is freed the same reindex succeeds."""
+        from memoree.errors import MemoreeError
+
+        with small_tmpfs(tmp_path / "mnt", "24m") as mount:
+            data = mount / "data"
+            with open_service(data) as service:
+                for i in range(60):
+                    assert json.loads(service.handle_bytes(json.dumps(put_request(f"rx-{i}", i)).encode()).body)["ok"]
+                fill(mount / "ballast")
+                with pytest.raises(MemoreeError) as raised:
+                    service.engine.reindex()
+                assert raised.value.code in ERROR_CODES, raised.value.message
+                assert not list(data.glob(".rebuild-*"))
+            reindex = [sys.executable, "-m", "memoree", "--data-dir", str(data), "reindex"]
+            result = subprocess.run(reindex, capture_output=True, text=True, env=clean_env(), timeout=120, cwd=REPO_ROOT)
+            assert 0 != result.returncode
+            assert "Traceback (most recent call last):\n" not in result.stdout + result.stderr, result.stderr[-2000:]
+            assert json.loads(result.stdout)["error"]["code"] in ERROR_CODES
+            (mount / "ballast").unlink()
+            with open_service(data) as service:
+                verify_clean(service)
+            again = subprocess.run(reindex, capture_output=True, text=True, env=clean_env(), timeout=120, cwd=REPO_ROOT)
+            assert 0 == again.returncode and json.loads(again.stdout)["ok"], again.stdout + again.stderr[-2000:]
+        figures.add("reindex on a full disk (tmpfs)", operations=3, faults=2, acked_losses=0, typed_errors=2,
+                    errors=2, note=f"in process: {raised.value.code}")
+
     def _start_on_full_disk(self, mount: Path, tmp_path: Path) -> str:
         fill(mount / "ballast")
         result = subprocess.run([sys.executable, "-m", "memoree", "serve", "--listen", f"unix://{tmp_path}/full.sock",
