@@ -19,7 +19,9 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["Features", "connect", "execute_script", "features", "open_throwaway", "sqlite3"]
 
-BUSY_TIMEOUT_MS = 5000
+# How long a writer waits for another to finish. Long enough to outlast the swap of a reindex
+# (about 4 s per 100k events) or a backup's snapshot; short of the 30 s a client waits for a reply.
+BUSY_TIMEOUT_MS = 20_000
 
 
 def connect(path: str | os.PathLike[str], *, synchronous: str = "FULL", readonly: bool = False) -> Any:

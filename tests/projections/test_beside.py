@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,25 @@ class TestBlueGreenReindex:
         assert len(written) == 2
         assert report["commit_seq"] == call.head()
         assert set(written) <= search_ids(call, "quokka")
+        assert audit.verify(call.service.engine)["ok"]
+
+    def test_a_write_arriving_at_the_swap_waits_for_it_and_lands(self, call: Caller) -> None:
+        """A write from another connection started as the swap begins succeeds (it waits for the
+        lock, or the swap waits for it) and is searchable afterwards."""
+        populate(call)
+        other = Caller(Service(call.service.data_dir))
+        results: list[dict[str, Any]] = []
+        writer = threading.Thread(target=lambda: results.append(
+            other.put_text("landed around the swap: pangolin", key="at-swap")))
+
+        def on_phase(name: str) -> None:
+            if name == "swapping in":
+                writer.start()
+
+        call.service.engine.reindex(phase=on_phase)
+        writer.join()
+        other.service.close()
+        assert results and results[0]["artifact_id"] in search_ids(call, "pangolin")
         assert audit.verify(call.service.engine)["ok"]
 
     def test_readers_see_the_old_projections_during_the_build(self, call: Caller) -> None:
