@@ -35,6 +35,15 @@ def populate(call: Caller, n: int = 12) -> None:
             audit.seal(call.service.engine)
 
 
+def without_query_time(document: Any) -> Any:
+    """A read's answer minus ``evaluated_at``, the moment the query ran."""
+    if isinstance(document, dict):
+        return {k: without_query_time(v) for k, v in document.items() if k != "evaluated_at"}
+    if isinstance(document, list):
+        return [without_query_time(v) for v in document]
+    return document
+
+
 def tamper(engine: Engine, sql: str, *params: Any) -> None:
     engine.conn.execute("DROP TRIGGER IF EXISTS events_no_update")
     engine.conn.execute("DROP TRIGGER IF EXISTS checkpoints_no_update")
@@ -226,7 +235,8 @@ class TestRecovery:
             transfer.import_log(tmp_path / "e.ndjson", tmp_path / "busy")
 
     def test_backup_restores_to_an_identical_store(self, call: Caller, tmp_path: Path) -> None:
-        """A restored backup has the same projections and answers reads like the original."""
+        """A restored backup has the same projections and answers search, recall and context.build
+        exactly like the original (apart from when each query ran)."""
         populate(call)
         engine = call.service.engine
         result = backup.create(engine, tmp_path / "bk")
@@ -235,6 +245,16 @@ class TestRecovery:
         restored = Engine(tmp_path / "restored")
         assert tables_snapshot(engine) == tables_snapshot(restored)
         restored.close()
+        from memoree.service import Service
+
+        twin = Caller(Service(tmp_path / "restored"))
+        assert twin.ok("search", {"query": "evidence number"})["result"]["hits"]
+        for op, payload in (("search", {"query": "evidence number"}), ("search", {"query": "claim"}),
+                            ("memory.recall", {"query": "evidence number 4"}),
+                            ("context.build", {"query": "evidence"})):
+            original, copy = call.ok(op, payload)["result"], twin.ok(op, payload)["result"]
+            assert without_query_time(original) == without_query_time(copy), op
+        twin.service.close()
 
     @pytest.mark.parametrize("case", ["existing", "inside", "symlink"])
     def test_backup_refuses_unsafe_destinations(self, call: Caller, tmp_path: Path, case: str) -> None:
