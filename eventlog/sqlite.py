@@ -166,23 +166,10 @@ class SqliteEventStore:
 
     def read(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
         """Yield events after position ``after`` in order, decoded from their stored bytes."""
-        for raw in self._rows(after, limit):
-            envelope = decode_envelope(raw.data)
-            yield RecordedEvent(
-                commit_seq=raw.commit_seq, event_id=envelope.event_id, type=envelope.type,
-                stream_id=envelope.stream_id, stream_version=envelope.stream_version,
-                at=envelope.at, scope=envelope.scope, idempotency_key=envelope.idempotency_key,
-                request_digest=envelope.request_digest, payload=decode_payload(envelope),
-                data=raw.data, prev_hash=raw.prev_hash, hash=raw.hash,
-            )
+        return read_events(self.conn, after, limit)
 
     def read_raw(self, after: int = 0, limit: int | None = None) -> Iterator[RawEvent]:
-        yield from self._rows(after, limit)
-
-    def _rows(self, after: int, limit: int | None) -> Iterator[RawEvent]:
-        return paged_raw_events(lambda start, take: self.conn.execute(
-            "SELECT commit_seq, type, data, prev_hash, hash FROM events "
-            "WHERE commit_seq > ? ORDER BY commit_seq LIMIT ?", (start, take)).fetchall(), after, limit)
+        return read_raw_events(self.conn, after, limit)
 
     def find_idempotency_key(self, key: str) -> IdempotencyHit | None:
         row = self.conn.execute(
@@ -253,6 +240,26 @@ def _append_conflict(exc: Exception, event: NewEvent) -> MemoreeError:
             event.idempotency_key or "", details={"idempotency_key": event.idempotency_key}
         )
     return translate_sqlite_error(exc)
+
+
+def read_events(conn: Any, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
+    """The events of this file's log after position ``after``, in order, decoded from their stored
+    bytes, read through ``conn`` (any connection to the file, read-only ones included)."""
+    for raw in read_raw_events(conn, after, limit):
+        envelope = decode_envelope(raw.data)
+        yield RecordedEvent(
+            commit_seq=raw.commit_seq, event_id=envelope.event_id, type=envelope.type,
+            stream_id=envelope.stream_id, stream_version=envelope.stream_version,
+            at=envelope.at, scope=envelope.scope, idempotency_key=envelope.idempotency_key,
+            request_digest=envelope.request_digest, payload=decode_payload(envelope),
+            data=raw.data, prev_hash=raw.prev_hash, hash=raw.hash,
+        )
+
+
+def read_raw_events(conn: Any, after: int = 0, limit: int | None = None) -> Iterator[RawEvent]:
+    return paged_raw_events(lambda start, take: conn.execute(
+        "SELECT commit_seq, type, data, prev_hash, hash FROM events "
+        "WHERE commit_seq > ? ORDER BY commit_seq LIMIT ?", (start, take)).fetchall(), after, limit)
 
 
 def translate_storage_error(exc: Exception) -> MemoreeError:

@@ -22,7 +22,7 @@ from memoree.eventlog.db import connect
 from memoree.eventlog.events import KeyEpochStarted
 from memoree.eventlog.keys import KEY_STREAM, KeyRing, NodeKey
 from memoree.eventlog.store import NewEvent
-from memoree.eventlog.sqlite import SqliteEventStore
+from memoree.eventlog.sqlite import SqliteEventStore, read_events
 from memoree.eventlog.timefmt import now_utc
 from memoree.ids import new_id
 from memoree.projections import sync_projectors
@@ -32,12 +32,6 @@ from memoree.projections.base import Projector, apply_events, checkpoints, ensur
 __all__ = ["DB_FILENAME", "Engine", "prepare_data_dir"]
 
 DB_FILENAME = "memoree.sqlite3"
-
-
-def _live_events_after(conn: Any, position: int) -> Any:
-    """The events after ``position`` in this file's log (the embedded log or a shared log's
-    replica), read through ``conn``."""
-    return SqliteEventStore(conn).read(after=position)
 
 
 def prepare_data_dir(path: Path) -> list[str]:
@@ -140,18 +134,24 @@ class Engine:
 
         chosen = self._select(names)
         remove_dead_scratches(self.data_dir)
-        with ScratchBuild(self.data_dir, sync_projectors(self.cas)) as build:
-            say("replaying the log")
-            build.replay(self.log.read(), progress=progress)
-            if any(p.name == "fts" for p in chosen):
-                say("indexing text")
-                build.build_indexes()
-            say("catching up")
-            build.catch_up(self.log.read(after=build.position), progress)
-            say("swapping in")
-            started = time.perf_counter()
-            position = build.swap(self.db_path, chosen, _live_events_after)
-            locked = time.perf_counter() - started
+        # The build reads this file's own log (with a shared log: its replica, which the projections
+        # follow) through a connection of its own, so it sees committed events only.
+        reader = connect(self.db_path, readonly=True)
+        try:
+            with ScratchBuild(self.data_dir, sync_projectors(self.cas)) as build:
+                say("replaying the log")
+                build.replay(read_events(reader), progress=progress)
+                if any(p.name == "fts" for p in chosen):
+                    say("indexing text")
+                    build.build_indexes()
+                say("catching up")
+                build.catch_up(read_events(reader, build.position), progress)
+                say("swapping in")
+                started = time.perf_counter()
+                position = build.swap(self.db_path, chosen, read_events)
+                locked = time.perf_counter() - started
+        finally:
+            reader.close()
         return {"projections": [p.name for p in chosen], "events_replayed": position,
                 "commit_seq": position, "write_lock_seconds": round(locked, 3)}
 

@@ -250,3 +250,18 @@ class TestReindex:
         wait_until(lambda: written[0] in str(b.ok("search", {"query": "arrival"})["result"]))
         assert 6 == len(b.ok("search", {"query": "harbour"})["result"]["hits"])
         assert b.ok("verify", {})["result"]["ok"]
+
+    def test_a_host_behind_the_shared_log_reindexes_its_replica(self, shared_url: str, open_host: Any) -> None:
+        """B, whose replica lags A's writes, rebuilds up to its replica's head, then catches up cleanly."""
+        a, b = open_host("a"), open_host("b")
+        a.put_text("first harbour", key="p1")
+        b.head()
+        b.service.engine.shared.follower.stop()
+        later = a.ok("artifact.put", {"kind": "note", "title": "t",
+                                      "content": {"type": "text", "data": "second harbour, later"}}, key="p2")
+        replica_head = b.service.engine.conn.execute("SELECT max(commit_seq) FROM events").fetchone()[0]
+        assert replica_head < later["commit_seq"]
+        assert replica_head == b.service.engine.reindex()["commit_seq"]
+        found = b.ok("search", {"query": "later", "min_commit_seq": later["commit_seq"]})
+        assert later["result"]["artifact_id"] in str(found["result"])
+        assert b.ok("verify", {})["result"]["ok"]
