@@ -22,6 +22,7 @@ __all__ = ["Features", "connect", "execute_script", "features", "open_throwaway"
 # How long a writer waits for another to finish. Long enough to outlast the swap of a reindex
 # (about 4 s per 100k events) or a backup's snapshot; short of the 30 s a client waits for a reply.
 BUSY_TIMEOUT_MS = 20_000
+WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 
 
 def connect(path: str | os.PathLike[str], *, synchronous: str = "FULL", readonly: bool = False) -> Any:
@@ -36,6 +37,9 @@ def connect(path: str | os.PathLike[str], *, synchronous: str = "FULL", readonly
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if not readonly:
         conn.execute("PRAGMA journal_mode = WAL")
+        # After a big transaction (a reindex swap, an import) the WAL file shrinks back to this
+        # when it is next restarted, instead of keeping its largest size forever.
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA temp_store = MEMORY")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -147,9 +146,8 @@ class Engine:
                 say("catching up")
                 build.catch_up(read_events(reader, build.position), progress)
                 say("swapping in")
-                started = time.perf_counter()
                 position = build.swap(self.db_path, chosen, read_events)
-                locked = time.perf_counter() - started
+                locked = build.lock_seconds
         finally:
             reader.close()
         return {"projections": [p.name for p in chosen], "events_replayed": position,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ class ScratchBuild:
         self.path = self.folder / "scratch.sqlite3"
         self.projectors = list(projectors)
         self.position = 0
+        self.lock_seconds = 0.0
         try:
             self.conn = open_throwaway(self.path, cache_kib=SCRATCH_CACHE_KIB)
             self.conn.execute("BEGIN")
@@ -126,14 +128,19 @@ class ScratchBuild:
         """Replace ``chosen`` projections in the live database with this build, atomically.
 
         ``events_after(conn, position)`` reads the live log through ``conn`` (which holds the
-        write lock), so the build ends exactly at the live head. Returns that position.
+        write lock), so the build ends exactly at the live head. Returns that position;
+        ``lock_seconds`` is then how long writers were held off.
         """
         live = connect(live_path)
         live.execute("PRAGMA foreign_keys = OFF")  # rows are copied verbatim from a consistent build
         # The old projection pages hold nothing a purge left behind (purge erases in place, with
         # secure-delete), so they need not be zeroed on the way out; that halves the swap's writes.
         live.execute("PRAGMA secure_delete = OFF")
+        # The copy passes through the WAL; it is checkpointed after the commit, not inside it, so
+        # writers wait only for the copy itself.
+        live.execute("PRAGMA wal_autocheckpoint = 0")
         try:
+            started = time.perf_counter()
             live.execute("BEGIN IMMEDIATE")
             try:
                 self.catch_up(events_after(live, self.position))
@@ -142,8 +149,11 @@ class ScratchBuild:
             except BaseException:
                 live.execute("ROLLBACK")
                 raise
+            self.lock_seconds = time.perf_counter() - started
             live.execute("DETACH DATABASE scratch")
-            live.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the copy passed through the WAL
+            # Alongside writers; the next writer to restart the WAL shrinks the file
+            # (journal_size_limit). A TRUNCATE here could hold writers off behind slow readers.
+            live.execute("PRAGMA wal_checkpoint(PASSIVE)")
         finally:
             live.close()
         return self.position
