@@ -124,10 +124,13 @@ class ContentStore:
     def purges_by_artifact(self) -> dict[str, list[bytes]]:
         """Every purge event's stored bytes, by artifact: ``is_purged`` for a whole replay at once."""
         purges: dict[str, list[bytes]] = {}
-        for stream_id, data in self.conn.execute(
-                "SELECT stream_id, data FROM events WHERE type = 'artifact.purged'"):
+        for stream_id, data in self._purge_events():
             purges.setdefault(stream_id, []).append(bytes(data))
         return purges
+
+    def _purge_events(self) -> Any:
+        """``(artifact_id, stored bytes)`` of every purge event in the log."""
+        return self.conn.execute("SELECT stream_id, data FROM events WHERE type = 'artifact.purged'")
 
     def path_for(self, digest: str) -> Path:
         return self.root / digest[0:2] / digest[2:4] / digest

@@ -591,13 +591,9 @@ class PostgresContentStore(ContentStore):
         if not self.store.in_transaction:
             self.store._execute("VACUUM blobs")
 
-    def purges_by_artifact(self) -> dict[str, list[bytes]]:
-        """Every purge in the shared log, by artifact (asked of the shared log, as ``is_purged``)."""
-        purges: dict[str, list[bytes]] = {}
-        rows = self.store._execute("SELECT stream_id, data FROM events WHERE type = 'artifact.purged'").fetchall()
-        for stream_id, data in rows:
-            purges.setdefault(stream_id, []).append(bytes(data))
-        return purges
+    def _purge_events(self) -> Any:
+        """Asked of the shared log, as ``is_purged`` is."""
+        return self.store._execute("SELECT stream_id, data FROM events WHERE type = 'artifact.purged'").fetchall()
 
     def is_purged(self, digest: str, artifact_id: str | None = None) -> bool:
         """Whether the shared log records a purge of ``digest`` (of ``artifact_id``'s, if given).

@@ -211,16 +211,18 @@ class Engine:
                     self.cas.erase_file(digest)
 
     def _bring_projections_up_to_date(self) -> None:
+        """Create missing projection tables, rebuild stale or inconsistent projections (blue/green,
+        as a reindex), and catch the others up to the log's head."""
         with self.log.transaction() as conn:
             stale = ensure_projectors(conn, self.projectors)
-            if stale:
-                first = min(self.projectors.index(p) for p in stale)
-                rebuild(conn, self.log.read(), self.projectors[first:])
             head = self.log.head().commit_seq
-            positions = {name: pos for name, (_, pos) in checkpoints(conn).items()}
-            behind = min(positions.get(p.name, 0) for p in self.projectors)
-            if behind < head:
-                if len({positions.get(p.name, 0) for p in self.projectors}) != 1:
-                    rebuild(conn, self.log.read(), self.projectors)
-                else:
-                    apply_events(conn, self.projectors, list(self.log.read(after=behind)))
+            positions = {checkpoints(conn)[p.name][1] for p in self.projectors}
+            if len(positions) != 1 or positions == {0} and head:
+                stale = list(self.projectors)  # inconsistent, or a log never projected (an import)
+            if stale and not head:
+                rebuild(conn, [], self.projectors)  # nothing to replay: just fresh tables
+                return
+            if not stale and min(positions) < head:
+                apply_events(conn, self.projectors, list(self.log.read(after=min(positions))))
+        if stale:
+            self.reindex([self.projectors[min(self.projectors.index(p) for p in stale)].name])

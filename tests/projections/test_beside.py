@@ -128,6 +128,22 @@ class TestBlueGreenReindex:
         assert report["projections"][0] == "relations" and "entities" not in report["projections"]
         assert engine.conn.execute("SELECT count(*) FROM artifacts WHERE updated_at = 'marker'").fetchone()[0] == 1
 
+    def test_a_version_bump_on_open_is_rebuilt_beside(self, call: Caller) -> None:
+        """Opening a store whose fts projector version changed rebuilds it blue/green: same rows,
+        intact indexes, checkpoints at the head, no scratch folder left."""
+        populate(call)
+        engine = call.service.engine
+        before = snapshot(engine.conn, all_tables(engine))
+        engine.conn.execute("UPDATE projector_checkpoints SET version = 0 WHERE name = 'fts'")
+        data_dir, head = engine.data_dir, engine.head()
+        call.service.close()
+        reopened = Engine(data_dir)
+        assert snapshot(reopened.conn, all_tables(reopened)) == before
+        check_text_indexes(reopened.conn)
+        assert {(head,)} == set(reopened.conn.execute("SELECT position FROM projector_checkpoints").fetchall())
+        assert not list(data_dir.glob(SCRATCH_PREFIX + "*"))
+        reopened.close()
+
     def test_sigkill_during_reindex_loses_nothing(self, tmp_path: Path) -> None:
         """A reindex killed at any moment leaves a store that opens, verifies clean and answers search."""
         data = tmp_path / "data"
