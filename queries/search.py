@@ -892,21 +892,46 @@ def _body(conn: Any, revision_id: str) -> bytes:
 
 
 def _chunk_scores(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[_ChunkRow]) -> _ChunkScores:
-    """BM25 of the whole query, and matched units and phrases, for every given chunk row."""
+    """Which chunk rows match the whole query, their matched units and phrases, and BM25 where
+    it decides the best chunk: only among a revision's chunks tied on phrases and units (BM25
+    costs a pass over every match of each term per query, so it is asked of few rows)."""
     if not chunks:
         return _ChunkScores({}, {}, {})
     ids = [ch.chunk_id for ch in chunks]
-    bm25 = _chunk_bm25(conn, analysis.match_expression, chunks)
+    matched = _docs_matching(conn, "artifact_chunk_fts", analysis.match_expression, ids)
     units: dict[int, int] = {}
     phrases: dict[int, int] = {}
     for unit in analysis.units:
         single = len(analysis.units) == 1  # then a chunk matches the unit iff it matched the query
-        matching = set(bm25) if single else _docs_matching(conn, "artifact_chunk_fts", unit.fts_expression, ids)
+        matching = matched if single else _docs_matching(conn, "artifact_chunk_fts", unit.fts_expression, ids)
         for chunk_id in matching:
             units[chunk_id] = units.get(chunk_id, 0) + 1
             if unit.phrase:
                 phrases[chunk_id] = phrases.get(chunk_id, 0) + 1
+    tied = _tied_best_chunks([ch for ch in chunks if ch.chunk_id in matched], units, phrases)
+    bm25 = dict.fromkeys(matched, 0.0)  # a placeholder wherever phrases and units already decide
+    if tied:
+        bm25.update(_chunk_bm25(conn, analysis.match_expression, tied))
     return _ChunkScores(bm25, units, phrases)
+
+
+def _tied_best_chunks(matched: Sequence[_ChunkRow], units: dict[int, int],
+                      phrases: dict[int, int]) -> list[_ChunkRow]:
+    """The matched chunk rows that share their revision's best (phrases, units) with another."""
+    best: dict[str, list[_ChunkRow]] = {}
+    for ch in matched:
+        key = (phrases.get(ch.chunk_id, 0), units.get(ch.chunk_id, 0))
+        leaders = best.get(ch.revision_id)
+        if not leaders:
+            best[ch.revision_id] = [ch]
+            continue
+        leader = leaders[0]
+        leading = (phrases.get(leader.chunk_id, 0), units.get(leader.chunk_id, 0))
+        if key > leading:
+            best[ch.revision_id] = [ch]
+        elif key == leading:
+            leaders.append(ch)
+    return [ch for leaders in best.values() if len(leaders) > 1 for ch in leaders]
 
 
 def _chunk_bm25(conn: Any, expression: str, chunks: Sequence[_ChunkRow]) -> dict[int, float]:

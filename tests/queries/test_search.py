@@ -326,6 +326,20 @@ class TestCitations:
             assert "zebraflux" in hit["excerpt"] and "artifact_citation_span_v1" in hit["matched_by"]
             assert hit["citation"].endswith(f"#{span['start_byte']}-{span['end_byte']}")
 
+    def test_the_best_chunk_has_most_units_then_the_best_bm25(self, call: Caller) -> None:
+        """A chunk matching more query units wins over a denser one; among chunks matching the
+        same units, the one BM25 ranks higher (the denser) is cited."""
+        filler = "Plain filler sentence without the words we look for here.\n\n" * 40  # ~2.4 KB: own chunk
+        sparse = "A long paragraph mentions quokka once. " + "Many other words follow it. " * 60 + "\n\n"
+        dense = "quokka quokka quokka: a short dense paragraph.\n\n"
+        both = "quokka and wallaby together in one paragraph.\n\n"
+        put(call, sparse + filler + dense + filler, title="tie on units")
+        put(call, dense + filler + both + filler, title="more units")
+        hits = {h["title"]: h for h in search(call, "quokka")["hits"]}
+        assert "dense paragraph" in hits["tie on units"]["excerpt"]
+        two_units = {h["title"]: h for h in search(call, "quokka wallaby")["hits"]}
+        assert "wallaby" in two_units["more units"]["excerpt"]
+
     def test_a_title_only_match_cites_the_revision_without_a_span(self, call: Caller) -> None:
         """When only the title matches, the excerpt is the title and the citation has no span."""
         put(call, "body text without the identifier", title="ORBITAL-TITLE-742 record")
