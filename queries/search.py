@@ -898,12 +898,11 @@ def _chunk_scores(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[_ChunkRow
     if not chunks:
         return _ChunkScores({}, {}, {})
     ids = [ch.chunk_id for ch in chunks]
-    matched = _docs_matching(conn, "artifact_chunk_fts", analysis.match_expression, ids)
+    per_unit = [_docs_matching(conn, "artifact_chunk_fts", unit.fts_expression, ids) for unit in analysis.units]
+    matched = set().union(*per_unit)  # the whole-query expression ORs the units' expressions
     units: dict[int, int] = {}
     phrases: dict[int, int] = {}
-    for unit in analysis.units:
-        single = len(analysis.units) == 1  # then a chunk matches the unit iff it matched the query
-        matching = matched if single else _docs_matching(conn, "artifact_chunk_fts", unit.fts_expression, ids)
+    for unit, matching in zip(analysis.units, per_unit):
         for chunk_id in matching:
             units[chunk_id] = units.get(chunk_id, 0) + 1
             if unit.phrase:
