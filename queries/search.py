@@ -917,20 +917,19 @@ def _chunk_scores(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[_ChunkRow
 def _tied_best_chunks(matched: Sequence[_ChunkRow], units: dict[int, int],
                       phrases: dict[int, int]) -> list[_ChunkRow]:
     """The matched chunk rows that share their revision's best (phrases, units) with another."""
-    best: dict[str, list[_ChunkRow]] = {}
+    def strength(ch: _ChunkRow) -> tuple[int, int]:
+        return phrases.get(ch.chunk_id, 0), units.get(ch.chunk_id, 0)
+
+    by_revision: dict[str, list[_ChunkRow]] = {}
     for ch in matched:
-        key = (phrases.get(ch.chunk_id, 0), units.get(ch.chunk_id, 0))
-        leaders = best.get(ch.revision_id)
-        if not leaders:
-            best[ch.revision_id] = [ch]
-            continue
-        leader = leaders[0]
-        leading = (phrases.get(leader.chunk_id, 0), units.get(leader.chunk_id, 0))
-        if key > leading:
-            best[ch.revision_id] = [ch]
-        elif key == leading:
-            leaders.append(ch)
-    return [ch for leaders in best.values() if len(leaders) > 1 for ch in leaders]
+        by_revision.setdefault(ch.revision_id, []).append(ch)
+    tied: list[_ChunkRow] = []
+    for rows in by_revision.values():
+        best = max(map(strength, rows))
+        leaders = [ch for ch in rows if strength(ch) == best]
+        if len(leaders) > 1:
+            tied += leaders
+    return tied
 
 
 def _chunk_bm25(conn: Any, expression: str, chunks: Sequence[_ChunkRow]) -> dict[int, float]:
