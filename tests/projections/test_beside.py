@@ -97,6 +97,19 @@ class TestBlueGreenReindex:
         check_text_indexes(call.service.engine.conn)
         assert audit.verify(call.service.engine)["ok"]
 
+    def test_another_connections_reads_survive_the_swap(self, call: Caller) -> None:
+        """A service that searched (typo channel included) before another connection reindexed
+        keeps answering afterwards, and sees writes made after the swap."""
+        call.put_text("the quokka colony at dawn", key="first")
+        assert 1 == len(search_ids(call, "qukka"))  # the typo channel's vocabulary views now exist
+        other = Caller(Service(call.service.data_dir))
+        other.service.engine.reindex()
+        other.put_text("another quokka sighting", key="second")
+        other.service.close()
+        assert 2 == len(search_ids(call, "qukka"))
+        assert 1 == len(search_ids(call, "sighting"))
+        check_text_indexes(call.service.engine.conn)
+
     def test_a_failed_build_leaves_the_live_store_untouched_and_no_scratch(self, call: Caller) -> None:
         """An error during the build changes no live row and removes the scratch folder."""
         populate(call)
