@@ -279,12 +279,13 @@ def projection_fingerprint(conn: Any, tables: list[str]) -> str:
 
 
 def _check_text_indexes(conn: Any, report: _Report) -> None:
-    """FTS5's own check that each live full-text index matches the rows it indexes."""
+    """FTS5's own check that each live full-text index is sound and matches the rows it indexes
+    (rank 1 asks for the comparison with the content table, not only the index's structure)."""
     from memoree.eventlog.db import sqlite3
 
     for index in FTS_INDEXES:
         try:
-            conn.execute(f"INSERT INTO {index}({index}) VALUES('integrity-check')")
+            conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('integrity-check', 1)")
         except sqlite3.DatabaseError as exc:
             report.add("projection", f"full-text index {index} does not match its rows ({exc})",
                        "Run `memoree reindex --projection fts` to rebuild it from the log.")

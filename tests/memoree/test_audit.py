@@ -158,6 +158,17 @@ class TestVerify:
         files[0].write_bytes(bytes(data))
         assert "blob" == first_issue(engine)["kind"]
 
+    def test_a_text_index_that_lost_a_row_is_reported(self, call: Caller) -> None:
+        """A full-text index missing a document its content table still holds is a projection
+        issue (the rows compare equal; FTS5's content check finds it)."""
+        populate(call)
+        conn = call.service.engine.conn
+        doc_id, title, body = conn.execute("SELECT doc_id, title, body FROM artifact_search_text LIMIT 1").fetchone()
+        conn.execute("INSERT INTO artifact_trigram_fts(artifact_trigram_fts, rowid, title, body) "
+                     "VALUES('delete', ?, ?, ?)", (doc_id, title, body))
+        issue = first_issue(call.service.engine)
+        assert ("projection", True) == (issue["kind"], "artifact_trigram_fts" in issue["message"])
+
     def test_a_lagging_projection_is_reported(self, call: Caller) -> None:
         """A projection row changed behind the log's back differs from the replay."""
         populate(call)
