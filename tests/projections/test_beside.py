@@ -30,7 +30,7 @@ def search_ids(call: Caller, query: str) -> set[str]:
 
 def check_text_indexes(conn: Any) -> None:
     for index in FTS_INDEXES:
-        conn.execute(f"INSERT INTO {index}({index}) VALUES('integrity-check')")  # raises when damaged
+        conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('integrity-check', 1)")  # raises when damaged
 
 
 def all_tables(engine: Engine) -> list[str]:
