@@ -131,10 +131,9 @@ class Writer(threading.Thread):
         return spec is not None and spec.mutating
 
     def _commit_group(self, group: list[tuple[bytes, Future[bytes]]]) -> None:
-        log = self.service.engine.log
         replies: list[bytes] = []
         try:
-            with log.transaction():
+            with self.service.engine.group():
                 for raw, _ in group:
                     replies.append(self.service.handle_bytes(raw).body)
         except MemoreeError as exc:

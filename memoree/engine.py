@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,20 @@ class Engine:
             reader.close()
         return {"projections": [p.name for p in chosen], "events_replayed": position,
                 "commit_seq": position, "write_lock_seconds": round(locked, 3)}
+
+    @contextmanager
+    def group(self) -> Iterator[Any]:
+        """One write transaction for several mutations (each runs in its own savepoint, as a
+        nested ``log.transaction()``), with their text indexed once at the end."""
+        from memoree.eventlog.db import sqlite3
+        from memoree.eventlog.sqlite import translate_storage_error
+
+        fts = next(p for p in self.projectors if p.name == "fts")
+        try:
+            with self.log.transaction() as conn, fts.deferred(conn):  # type: ignore[attr-defined]
+                yield conn
+        except sqlite3.Error as exc:  # the group's indexing failed (e.g. a full disk): rolled back
+            raise translate_storage_error(exc) from None
 
     def node_key(self) -> NodeKey:
         """The current node key, its epoch recorded in the log first (at first use)."""

@@ -16,6 +16,8 @@ rows.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from memoree.eventlog.cas import ContentStore
@@ -124,6 +126,9 @@ class FtsProjector:
         self.schema = fts_schema()
         self.bulk = False
         self.purges: dict[str, list[bytes]] = {}
+        # While deferring (a group of mutations in one transaction): the last document ids whose
+        # text is indexed; rows past them are indexed at the group's end (see ``deferred``).
+        self.indexed_upto: tuple[int, int] | None = None
 
     def begin_bulk(self, conn: Any) -> None:
         """Replaying a whole log: fill the content tables only; ``end_bulk`` indexes them at once."""
@@ -138,6 +143,44 @@ class FtsProjector:
 
         for index in FTS_INDEXES:
             rebuild_index(conn, index)
+
+    @contextmanager
+    def deferred(self, conn: Any) -> Iterator[None]:
+        """Index the text of a group of mutations once, at the end, inside their transaction.
+
+        FTS5 writes its pending index out at every savepoint, and a daemon group runs each
+        request in its own; deferring turns one small segment per request per index into one per
+        group. A request rolled back to its savepoint takes its text rows with it, so indexing
+        "every row past the mark" at the end indexes exactly what the group keeps. Nothing is
+        indexed when the block raises: the transaction is being rolled back anyway.
+        """
+        self.indexed_upto = _last_doc_ids(conn)
+        try:
+            yield
+            self._index_past(conn, *self.indexed_upto)
+        finally:
+            self.indexed_upto = None
+
+    def _index_past(self, conn: Any, artifacts: int, claims: int) -> None:
+        """Index every text row after the given document ids."""
+        for index in ("artifact_fts", "artifact_trigram_fts"):
+            conn.execute(f"INSERT INTO {index} (rowid, title, body) SELECT doc_id, title, body "
+                         "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
+        conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) SELECT chunk_id, title, body "
+                     "FROM artifact_chunk_text WHERE chunk_id >= ?", ((artifacts + 1) << CHUNK_ID_BITS,))
+        for index in ("claim_fts", "claim_trigram_fts"):
+            conn.execute(f"INSERT INTO {index} (rowid, statement) SELECT doc_id, statement "
+                         "FROM claim_search_text WHERE doc_id > ?", (claims,))
+
+    @property
+    def _indexing_now(self) -> bool:
+        return not self.bulk and self.indexed_upto is None
+
+    def _in_index(self, doc_id: int) -> bool:
+        """Whether an artifact text row is in the word and trigram indexes already."""
+        if self.bulk:
+            return False
+        return self.indexed_upto is None or doc_id <= self.indexed_upto[0]
 
     def apply(self, conn: Any, event: RecordedEvent) -> None:
         if event.type in ("artifact.created", "artifact.revised"):
@@ -156,7 +199,7 @@ class FtsProjector:
             "INSERT INTO artifact_search_text (revision_id, artifact_id, title, body) VALUES (?,?,?,?)",
             (p.revision_id, p.artifact_id, p.title, body),
         ).lastrowid
-        if not self.bulk:
+        if self._indexing_now:
             for index in ("artifact_fts", "artifact_trigram_fts"):
                 conn.execute(f"INSERT INTO {index} (rowid, title, body) VALUES (?, ?, ?)",
                              (doc_id, p.title, body))
@@ -171,12 +214,11 @@ class FtsProjector:
         """Purge: remove every revision's body from the indexes (titles stay, as in the log)."""
         rows = conn.execute("SELECT doc_id, revision_id, title, body FROM artifact_search_text "
                             "WHERE artifact_id = ?", (artifact_id,)).fetchall()
-        if self.bulk:
-            for doc_id, revision_id, _, _ in rows:
+        for doc_id, revision_id, title, body in rows:
+            if not self._in_index(doc_id):  # indexed later, from the rows as the purge leaves them
                 conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'", (revision_id,))
                 conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
-            return
-        for doc_id, revision_id, title, body in rows:
+                continue
             for index in ("artifact_fts", "artifact_trigram_fts"):
                 conn.execute(f"INSERT INTO {index} ({index}, rowid, title, body) VALUES ('delete', ?, ?, ?)",
                              (doc_id, title, body))
@@ -211,7 +253,7 @@ class FtsProjector:
         )
         # Index exactly what the content view yields (the chunker never splits a UTF-8 character,
         # so slicing the bytes here equals the view's substr), without asking SQLite to re-read it.
-        if self.bulk:
+        if not self._indexing_now:
             return
         encoded = body.encode("utf-8")
         values = [(first, title, "")]
@@ -224,9 +266,14 @@ class FtsProjector:
             "INSERT INTO claim_search_text (revision_id, claim_id, statement) VALUES (?,?,?)",
             (p.revision_id, p.claim_id, p.statement),
         ).lastrowid
-        if not self.bulk:
+        if self._indexing_now:
             for index in ("claim_fts", "claim_trigram_fts"):
                 conn.execute(f"INSERT INTO {index} (rowid, statement) VALUES (?, ?)", (doc_id, p.statement))
+
+
+def _last_doc_ids(conn: Any) -> tuple[int, int]:
+    return (conn.execute("SELECT coalesce(max(doc_id), 0) FROM artifact_search_text").fetchone()[0],
+            conn.execute("SELECT coalesce(max(doc_id), 0) FROM claim_search_text").fetchone()[0])
 
 
 def ensure_trigram_vocab(conn: Any) -> None:

@@ -134,3 +134,87 @@ class TestRebuild:
         assert before == snapshot(engine.conn)
         for index in INDEXES:
             engine.conn.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")
+
+
+def check_indexes(conn: Any) -> None:
+    for index in INDEXES:
+        conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('integrity-check', 1)")  # raises when off
+
+
+def found(call: Caller, query: str) -> set[str]:
+    """Artifacts that qualify for ``query`` (unqualified look-alikes are left out)."""
+    hits = call.ok("search", {"query": query})["result"]["hits"]
+    return {hit["entity_id"] for hit in hits if hit["ranking"]["qualified"]}
+
+
+def titles_indexed(conn: Any, word: str) -> int:
+    return conn.execute("SELECT count(*) FROM artifact_fts WHERE artifact_fts MATCH ?", (f"title:{word}",)).fetchone()[0]
+
+
+class TestGroupedIndexing:
+    """Engine.group: several mutations in one transaction, their text indexed once at the end."""
+
+    def test_a_group_indexes_what_one_by_one_writes_would(self, call: Caller, tmp_path: Any) -> None:
+        """Puts, a revision and claims written in one group give the same index answers as the same
+        requests written one by one, and FTS5's content check passes."""
+        from memoree.service import Service
+
+        def write(caller: Caller) -> None:
+            art = put(caller, "The cache layer uses SQLite with WAL.")
+            caller.ok("artifact.revise", {"artifact_id": art["artifact_id"], "if_revision": art["revision_id"],
+                                          "content": {"type": "text", "data": "v2 of the cache notes " * 300}},
+                      key="rev")
+            caller.ok("claim.assert", {"claim_type": "decision", "statement": "Use WAL mode for abc"}, key="c1")
+            put(caller, "chunk of abc text about sqlite " * 200, title="use the cache")
+
+        single = Caller(Service(tmp_path / "one-by-one"))
+        write(single)
+        with call.service.engine.group():
+            write(call)
+        check_indexes(call.service.engine.conn)
+        assert index_answers(call.service.engine.conn) == index_answers(single.service.engine.conn)
+        single.service.close()
+
+    def test_a_request_rolled_back_inside_a_group_leaves_no_index_entries(self, call: Caller) -> None:
+        """A unit rolled back to its savepoint takes its text with it; the rest of the group is indexed."""
+        engine = call.service.engine
+        with engine.group():
+            kept = put(call, "kept wombat note")
+            try:
+                with engine.log.transaction():
+                    put(call, "discarded numbat note")
+                    raise RuntimeError("this unit fails after writing")
+            except RuntimeError:
+                pass
+            later = put(call, "later wombat note")
+        assert {kept["artifact_id"], later["artifact_id"]} == found(call, "wombat")
+        assert set() == found(call, "numbat")
+        check_indexes(engine.conn)
+
+    def test_a_purge_in_the_same_group_as_puts(self, call: Caller) -> None:
+        """Purging an artifact written earlier and one written in the same group leaves neither body
+        searchable, both titles searchable, and the indexes consistent."""
+        old = put(call, "old secret platypus text", title="old record")
+        with call.service.engine.group():
+            new = put(call, "new secret platypus text", title="new record")
+            for artifact in (old, new):
+                call.ok("artifact.purge", {"artifact_id": artifact["artifact_id"], "reason": "erasure"},
+                        key=f"purge-{artifact['artifact_id']}")
+        conn = call.service.engine.conn
+        assert set() == found(call, "platypus")
+        assert 0 == conn.execute("SELECT count(*) FROM artifact_fts WHERE artifact_fts MATCH 'platypus'").fetchone()[0]
+        assert 2 == titles_indexed(conn, "record")  # titles live in the log and stay searchable
+        check_indexes(conn)
+
+    def test_a_failed_group_indexes_and_commits_nothing(self, call: Caller) -> None:
+        """When the group's block raises, the transaction rolls back and nothing is indexed."""
+        engine = call.service.engine
+        head = engine.head()
+        try:
+            with engine.group():
+                put(call, "never committed echidna")
+                raise RuntimeError("the group fails")
+        except RuntimeError:
+            pass
+        assert (head, set()) == (engine.head(), found(call, "echidna"))
+        check_indexes(engine.conn)
