@@ -27,7 +27,7 @@ from memoree.eventlog.timefmt import now_utc
 from memoree.ids import new_id
 from memoree.projections import sync_projectors
 from memoree.projections.keys import recorded_epochs
-from memoree.projections.base import Projector, apply_events, checkpoints, ensure_projectors, rebuild
+from memoree.projections.base import Projector, apply_events, checkpoints, ensure_projectors, reset
 
 __all__ = ["DB_FILENAME", "Engine", "prepare_data_dir"]
 
@@ -235,7 +235,8 @@ class Engine:
             if len(positions) != 1 or positions == {0} and head:
                 stale = list(self.projectors)  # inconsistent, or a log never projected (an import)
             if stale and not head:
-                rebuild(conn, [], self.projectors)  # nothing to replay: just fresh tables
+                for projector in self.projectors:  # nothing to replay: just fresh tables
+                    reset(conn, projector)
                 return
             if not stale and min(positions) < head:
                 apply_events(conn, self.projectors, list(self.log.read(after=min(positions))))

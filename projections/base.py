@@ -11,7 +11,7 @@ something to wait for. A version change rebuilds that projector from the log.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Protocol
 
@@ -26,7 +26,7 @@ __all__ = [
     "bulk_mode",
     "checkpoints",
     "ensure_projectors",
-    "rebuild",
+    "reset",
 ]
 
 CHECKPOINT_SCHEMA = """
@@ -109,54 +109,15 @@ def reset(conn: Any, projector: Projector) -> None:
     )
 
 
-def rebuild(
-    conn: Any,
-    events: Iterable[RecordedEvent],
-    projectors: Sequence[Projector],
-    *,
-    batch: int = 1000,
-    progress: Callable[[int], None] | None = None,
-) -> int:
-    """Reset ``projectors`` and replay ``events`` into them; the caller holds the transaction."""
-    for projector in projectors:
-        reset(conn, projector)
-    with bulk_mode(conn, projectors):
-        return _replay(conn, events, projectors, batch, progress)
-
-
 @contextmanager
-def bulk_mode(conn: Any, projectors: Sequence[Projector], *, build_indexes: bool = True) -> Iterator[None]:
-    """Let projectors that can (e.g. FTS) defer per-row index work to one pass at the end, or skip
-    it when ``build_indexes`` is false (a scratch replay that only compares rows)."""
+def bulk_mode(conn: Any, projectors: Sequence[Projector]) -> Iterator[None]:
+    """Replaying a whole log into fresh tables: projectors that can (e.g. FTS) skip per-row index
+    work, which the caller then builds at once (``projections.fts_bulk``)."""
     bulky = [p for p in projectors if hasattr(p, "begin_bulk")]
     for projector in bulky:
         projector.begin_bulk(conn)  # type: ignore[attr-defined]
     try:
         yield
-    except BaseException:
+    finally:
         for projector in bulky:
-            projector.end_bulk(conn, build_indexes=False)  # type: ignore[attr-defined]
-        raise
-    for projector in bulky:
-        projector.end_bulk(conn, build_indexes=build_indexes)  # type: ignore[attr-defined]
-
-
-def _replay(
-    conn: Any, events: Iterable[RecordedEvent], projectors: Sequence[Projector], batch: int,
-    progress: Callable[[int], None] | None,
-) -> int:
-    pending: list[RecordedEvent] = []
-    count = 0
-    for event in events:
-        pending.append(event)
-        if len(pending) >= batch:
-            apply_events(conn, projectors, pending)
-            count += len(pending)
-            pending.clear()
-            if progress:
-                progress(count)
-    apply_events(conn, projectors, pending)
-    count += len(pending)
-    if progress:
-        progress(count)
-    return count
+            projector.end_bulk(conn)  # type: ignore[attr-defined]

@@ -82,7 +82,7 @@ class ScratchBuild:
         """Bulk-replay ``events`` (the log from its start) into the rows; the full-text index pages
         come from ``build_indexes`` (verify, which compares rows, does without them)."""
         self.conn.execute("BEGIN")
-        with bulk_mode(self.conn, self.projectors, build_indexes=False):
+        with bulk_mode(self.conn, self.projectors):
             count = self._apply(events, progress)
         self.conn.execute("COMMIT")
         return count

@@ -131,18 +131,12 @@ class FtsProjector:
         self.indexed_upto: tuple[int, int] | None = None
 
     def begin_bulk(self, conn: Any) -> None:
-        """Replaying a whole log: fill the content tables only; ``end_bulk`` indexes them at once."""
+        """Replaying a whole log: fill the content tables only (the indexes are built at once after)."""
         self.bulk = True
         self.purges = self.cas.purges_by_artifact()  # one read instead of one query per revision
 
-    def end_bulk(self, conn: Any, *, build_indexes: bool = True) -> None:
+    def end_bulk(self, conn: Any) -> None:
         self.bulk = False
-        if not build_indexes:
-            return
-        from .fts_bulk import rebuild_index
-
-        for index in FTS_INDEXES:
-            rebuild_index(conn, index)
 
     @contextmanager
     def deferred(self, conn: Any) -> Iterator[None]:
