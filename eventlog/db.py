@@ -17,7 +17,7 @@ try:  # pragma: no cover - which branch runs depends on the platform
 except ImportError:  # pragma: no cover
     import sqlite3  # type: ignore[no-redef]
 
-__all__ = ["Features", "connect", "execute_script", "features", "open_throwaway", "sqlite3"]
+__all__ = ["Features", "connect", "create_private", "execute_script", "features", "open_throwaway", "sqlite3"]
 
 # How long a writer waits for another to finish. Long enough to outlast the swap of a reindex
 # (about 4 s per 100k events) or a backup's snapshot; short of the 30 s a client waits for a reply.
@@ -50,12 +50,18 @@ def connect(path: str | os.PathLike[str], *, synchronous: str = "FULL", readonly
 
 def open_throwaway(path: str | os.PathLike[str], *, cache_kib: int = 262_144) -> Any:
     """A connection for a scratch file nobody needs after a crash: no journal, no fsync, a big
-    page cache (256 MiB by default), foreign keys off."""
+    page cache (256 MiB by default), foreign keys off. A new file is created owner-only."""
+    create_private(path)
     conn = sqlite3.connect(os.fspath(path), isolation_level=None, check_same_thread=False)
     for pragma in ("journal_mode = OFF", "synchronous = OFF", f"cache_size = -{cache_kib}",
                    "temp_store = MEMORY", "foreign_keys = OFF"):
         conn.execute(f"PRAGMA {pragma}")
     return conn
+
+
+def create_private(path: str | os.PathLike[str]) -> None:
+    """Create ``path`` empty with mode 0600 unless it exists (SQLite would use the umask)."""
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
 
 
 class Features:

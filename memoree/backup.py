@@ -88,9 +88,9 @@ def _fsync_tree(root: Path) -> None:
 
 
 def _snapshot_database(conn: Any, target_path: Path) -> None:
-    from memoree.eventlog.db import sqlite3
+    from memoree.eventlog.db import create_private, sqlite3
 
-    os.close(os.open(target_path, os.O_CREAT | os.O_WRONLY, 0o600))
+    create_private(target_path)
     target = sqlite3.connect(str(target_path))
     try:
         conn.backup(target)

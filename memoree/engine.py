@@ -18,7 +18,7 @@ from typing import Any
 from memoree.commands.handler import CommandHandler
 from memoree.errors import ConfigError, InvalidRequest
 from memoree.eventlog.cas import ContentStore
-from memoree.eventlog.db import connect
+from memoree.eventlog.db import connect, create_private
 from memoree.eventlog.events import KeyEpochStarted
 from memoree.eventlog.keys import KEY_STREAM, KeyRing, NodeKey
 from memoree.eventlog.store import NewEvent
@@ -77,7 +77,7 @@ class Engine:
         db_path = self.data_dir / DB_FILENAME
         fresh = not db_path.exists()
         if fresh:
-            os.close(os.open(db_path, os.O_CREAT | os.O_WRONLY, 0o600))
+            create_private(db_path)
         self.conn = connect(db_path, synchronous=synchronous)
         self.log = SqliteEventStore(self.conn)
         self.cas = ContentStore(self.conn, self.data_dir / "blobs")

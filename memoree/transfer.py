@@ -128,7 +128,7 @@ def import_log(export_path: Path, data_dir: Path, blobs_dir: Path | None = None)
 def _build(export_path: Path, staging: Path, blobs_dir: Path | None) -> dict[str, Any]:
     from memoree import audit
     from memoree.engine import Engine
-    from memoree.eventlog.db import connect
+    from memoree.eventlog.db import connect, create_private
     from memoree.eventlog.sqlite import SqliteEventStore
 
     os.chmod(staging, 0o700)
@@ -143,7 +143,7 @@ def _build(export_path: Path, staging: Path, blobs_dir: Path | None) -> dict[str
         raise IntegrityError(f"the export's log breaks at commit_seq {brk.commit_seq}: {brk.problem}",
                              details={"commit_seq": brk.commit_seq})
     db_path = staging / "memoree.sqlite3"
-    os.close(os.open(db_path, os.O_CREAT | os.O_WRONLY, 0o600))
+    create_private(db_path)
     conn = connect(db_path)
     log = SqliteEventStore(conn)
     with log.transaction():

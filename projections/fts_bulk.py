@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from memoree.eventlog.db import features, open_throwaway
+from memoree.eventlog.db import create_private, features, open_throwaway
 
 from .fts import FTS_INDEXES, trigram_tokenizer
 
@@ -66,6 +66,7 @@ def build_text_indexes(conn: Any, scratch_path: Path) -> None:
 
 
 def _prepare_side(conn: Any, side: Path) -> None:
+    create_private(side)
     conn.execute("ATTACH DATABASE ? AS side", (os.fspath(side),))
     try:
         conn.execute("BEGIN")

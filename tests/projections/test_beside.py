@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -123,6 +124,24 @@ class TestBlueGreenReindex:
             engine.reindex(progress=fail)
         assert snapshot(engine.conn, all_tables(engine)) == before
         assert not list(engine.data_dir.glob(SCRATCH_PREFIX + "*"))
+
+    def test_the_scratch_is_private(self, call: Caller) -> None:
+        """During a build the scratch folder is 0700 and every file in it 0600, whatever the umask."""
+        populate(call)
+        data_dir = call.service.engine.data_dir
+        modes: list[tuple[str, int]] = []
+
+        def look(_: int) -> None:
+            for folder in data_dir.glob(SCRATCH_PREFIX + "*"):
+                modes.append((folder.name, stat.S_IMODE(folder.stat().st_mode)))
+                modes.extend((f.name, stat.S_IMODE(f.stat().st_mode)) for f in folder.iterdir())
+
+        previous = os.umask(0o022)
+        try:
+            call.service.engine.reindex(progress=look)
+        finally:
+            os.umask(previous)
+        assert modes and all(mode == (0o700 if name.startswith(SCRATCH_PREFIX) else 0o600) for name, mode in modes)
 
     def test_a_dead_builds_folder_is_removed_by_the_next_build(self, call: Caller) -> None:
         """A scratch folder whose process is gone is deleted; the reindex then succeeds."""
