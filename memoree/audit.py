@@ -293,12 +293,14 @@ def _check_text_indexes(conn: Any, report: _Report) -> None:
 
 def _compare_projections(engine: Any, upto: int, report: _Report) -> dict[str, Any]:
     from memoree.projections import sync_projectors
-    from memoree.projections.beside import ScratchBuild
+    from memoree.projections.beside import ScratchBuild, remove_dead_scratches
 
     results: dict[str, Any] = {}
     # Outside the data dir: verify writes nothing there. Rows are compared, so the scratch builds
     # no full-text index pages (the live ones get FTS5's own integrity check instead).
-    with ScratchBuild(Path(tempfile.gettempdir()), sync_projectors(engine.cas)) as build:
+    parent = Path(tempfile.gettempdir())
+    remove_dead_scratches(parent)
+    with ScratchBuild(parent, sync_projectors(engine.cas)) as build:
         try:
             build.replay(engine.log.read(limit=upto))
         except MemoreeError as exc:

@@ -158,6 +158,19 @@ class TestVerify:
         files[0].write_bytes(bytes(data))
         assert "blob" == first_issue(engine)["kind"]
 
+    def test_verify_removes_scratch_left_by_a_dead_verify(self, call: Caller, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+        """A scratch folder in the temp dir whose process is gone is deleted by the next verify,
+        which leaves none of its own."""
+        import tempfile
+
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+        dead = tmp_path / ".rebuild-999999999-left"
+        dead.mkdir()
+        populate(call)
+        assert audit.verify(call.service.engine)["ok"]
+        assert not list(tmp_path.glob(".rebuild-*"))
+
     def test_a_text_index_that_lost_a_row_is_reported(self, call: Caller) -> None:
         """A full-text index missing a document its content table still holds is a projection
         issue (the rows compare equal; FTS5's content check finds it)."""
