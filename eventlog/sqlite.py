@@ -262,6 +262,15 @@ def read_raw_events(conn: Any, after: int = 0, limit: int | None = None) -> Iter
         "WHERE commit_seq > ? ORDER BY commit_seq LIMIT ?", (start, take)).fetchall(), after, limit)
 
 
+@contextmanager
+def storage_errors() -> Iterator[None]:
+    """Turn a failure of the disk under the store (an OS or SQLite error) into a typed error."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:  # e.g. a full disk: a typed error, never a traceback
+        raise translate_storage_error(exc) from None
+
+
 def translate_storage_error(exc: Exception) -> MemoreeError:
     """A typed error for a failure of the disk under the store: an OS error or a SQLite one."""
     if isinstance(exc, OSError):

@@ -311,14 +311,10 @@ def serve(data_dir: Path, endpoint: Endpoint, *, lifecycle_owner: str = "externa
     service = Service(data_dir)
     daemon = Daemon(service, endpoint, lifecycle_owner=lifecycle_owner, allow_non_loopback=allow_non_loopback,
                     http=http)
-    from memoree.eventlog.db import sqlite3
+    from memoree.eventlog.sqlite import storage_errors
 
-    try:
+    with storage_errors():  # e.g. a full disk: a typed failure, never a traceback
         daemon.start()
-    except (OSError, sqlite3.Error) as exc:  # e.g. a full disk: a typed failure, never a traceback
-        from memoree.eventlog.sqlite import translate_storage_error
-
-        raise translate_storage_error(exc) from None
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: daemon.stop())
     from memoree.log import logger

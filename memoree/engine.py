@@ -22,7 +22,7 @@ from memoree.eventlog.db import connect, create_private
 from memoree.eventlog.events import KeyEpochStarted
 from memoree.eventlog.keys import KEY_STREAM, KeyRing, NodeKey
 from memoree.eventlog.store import NewEvent
-from memoree.eventlog.sqlite import SqliteEventStore, read_events
+from memoree.eventlog.sqlite import SqliteEventStore, read_events, storage_errors
 from memoree.eventlog.timefmt import now_utc
 from memoree.ids import new_id
 from memoree.projections import sync_projectors
@@ -58,13 +58,8 @@ class Engine:
         id_factory: Callable[[str], str] = new_id,
         synchronous: str = "FULL",
     ) -> None:
-        from memoree.eventlog.db import sqlite3
-        from memoree.eventlog.sqlite import translate_storage_error
-
-        try:
+        with storage_errors():
             self._open(Path(data_dir), clock, id_factory, synchronous)
-        except (OSError, sqlite3.Error) as exc:  # e.g. a full disk: a typed error, never a traceback
-            raise translate_storage_error(exc) from None
 
     def _open(self, data_dir: Path, clock: Callable[[], str], id_factory: Callable[[str], str],
               synchronous: str) -> None:
@@ -120,13 +115,8 @@ class Engine:
         (``memoree.projections.beside``). Every projector is replayed, because later ones read
         earlier ones; only the chosen ones (and those after them) are swapped.
         """
-        from memoree.eventlog.db import sqlite3
-        from memoree.eventlog.sqlite import translate_storage_error
-
-        try:
+        with storage_errors():  # e.g. a full disk: the live store is untouched
             return self._reindex_beside(names, progress, phase or (lambda _: None))
-        except (OSError, sqlite3.Error) as exc:  # e.g. a full disk: the live store is untouched
-            raise translate_storage_error(exc) from None
 
     def _reindex_beside(self, names: Sequence[str] | None, progress: Callable[[int], None] | None,
                         say: Callable[[str], None]) -> dict[str, Any]:
@@ -158,15 +148,9 @@ class Engine:
     def group(self) -> Iterator[Any]:
         """One write transaction for several mutations (each runs in its own savepoint, as a
         nested ``log.transaction()``), with their text indexed once at the end."""
-        from memoree.eventlog.db import sqlite3
-        from memoree.eventlog.sqlite import translate_storage_error
-
         fts = next(p for p in self.projectors if p.name == "fts")
-        try:
-            with self.log.transaction() as conn, fts.deferred(conn):  # type: ignore[attr-defined]
-                yield conn
-        except sqlite3.Error as exc:  # the group's indexing failed (e.g. a full disk): rolled back
-            raise translate_storage_error(exc) from None
+        with storage_errors(), self.log.transaction() as conn, fts.deferred(conn):  # type: ignore[attr-defined]
+            yield conn
 
     def node_key(self) -> NodeKey:
         """The current node key, its epoch recorded in the log first (at first use)."""
@@ -231,7 +215,8 @@ class Engine:
         with self.log.transaction() as conn:
             stale = ensure_projectors(conn, self.projectors)
             head = self.log.head().commit_seq
-            positions = {checkpoints(conn)[p.name][1] for p in self.projectors}
+            recorded = checkpoints(conn)
+            positions = {recorded[p.name][1] for p in self.projectors}
             if len(positions) != 1 or positions == {0} and head:
                 stale = list(self.projectors)  # inconsistent, or a log never projected (an import)
             if stale and not head:
