@@ -88,5 +88,5 @@ def serve_daemon_http(daemon: Any, host: str, port: int, *, allow_non_loopback: 
     """The emem REST app on the daemon: every request goes through its writer."""
     from memoree.rest import build_app
 
-    return HttpFront.serve(build_app(daemon.writer.submit), host, port,
+    return HttpFront.serve(build_app(daemon.submit), host, port,
                            allow_non_loopback=allow_non_loopback)

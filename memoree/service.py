@@ -10,6 +10,7 @@ service trusts the context the client attached and never resolves one itself.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ class Service:
         self.data_dir = Path(data_dir)
         self._engine_options = engine_options
         self._engine: Any = None
+        self._local = threading.local()  # a reader thread's ReadView (memoree.readpool), if any
         self.readers: dict[str, Callable[[Any, Any], Any]] = {}
         self.daemon_info: dict[str, Any] = {"running": False, "daemon_pid": None,
                                             "lifecycle_owner": "in_process"}
@@ -64,11 +66,22 @@ class Service:
 
     @property
     def engine(self) -> Any:
+        view = getattr(self._local, "view", None)
+        if view is not None:
+            return view
         if self._engine is None:
             from memoree.engine import Engine
 
             self._engine = Engine(self.data_dir, **self._engine_options)
         return self._engine
+
+    def reading_through(self, view: Any, work: Callable[[], Any]) -> Any:
+        """Run ``work`` on this thread with ``engine`` meaning the read-only ``view``."""
+        self._local.view = view
+        try:
+            return work()
+        finally:
+            self._local.view = None
 
     def close(self) -> None:
         if self._engine is not None:

@@ -35,6 +35,7 @@ ERROR_CODES = frozenset({
     "NO_AMBIENT_CONTEXT", "INVALID_REQUEST", "NOT_FOUND", "CITATION_ERROR", "REVISION_CONFLICT",
     "IDEMPOTENCY_CONFLICT", "INDEX_NOT_READY", "SCOPE_VIOLATION", "CONFIG_ERROR", "CONTENT_TOO_LARGE",
     "INTEGRITY_ERROR", "UNSUPPORTED_VERSION", "TRANSPORT_ERROR", "REASONER_ERROR", "INTERNAL_ERROR",
+    "DISK_FULL", "UNAUTHORIZED",
 })
 
 
@@ -159,10 +160,19 @@ class DaemonProcess:
 
 
 def raw_connect(path: Path, timeout: float = 10.0) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    sock.connect(str(path))
-    return sock
+    """A connected Unix socket; a full accept backlog (EAGAIN) is waited out, up to ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(path))
+            return sock
+        except BlockingIOError:
+            sock.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def closed_without_response(sock: socket.socket) -> bool:
