@@ -32,6 +32,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from memoree.framing import peer_credentials
+
 __all__ = ["FRAME_DEADLINE_S", "Listener", "MAX_OPEN_CONNECTIONS", "Peer", "peer_credentials"]
 
 FRAME_DEADLINE_S = 30.0
@@ -39,7 +41,6 @@ WRITE_DEADLINE_S = 30.0
 MAX_OPEN_CONNECTIONS = 256
 EMFILE_PAUSE_S = 0.05
 _HEADER = struct.Struct(">I")
-_CREDENTIALS = struct.Struct("3i")
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,6 @@ class Peer:
     transport: str  # "unix" or "tcp"
     pid: int | None = None
     uid: int | None = None
-
-
-def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
-    """``(pid, uid, gid)`` of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size)
-    pid, uid, gid = _CREDENTIALS.unpack(raw)
-    return pid, uid, gid
 
 
 class _Connection:

@@ -98,6 +98,12 @@ class Service:
         except RecursionError:
             return self._failure(fallback_request_id,
                                  InvalidRequest("malformed request: JSON nests too deeply"))
+        from memoree.strictjson import duplicate_key
+
+        repeated = duplicate_key(raw)
+        if repeated is not None:  # two parsers could read two different requests from it
+            return self._failure(_salvage_request_id(raw, fallback_request_id),
+                                 InvalidRequest(f"malformed request: {repeated}"))
         return self.handle(request)
 
     def handle(self, request: Request) -> Reply:
