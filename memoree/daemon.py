@@ -408,7 +408,7 @@ class Daemon:
     def serve_forever(self) -> None:
         assert self.listener is not None
         self.loop = Listener(self.listener, self.dispatch, max_frame_bytes=limits.MAX_FRAME_BYTES,
-                             max_buffered_bytes=MAX_BUFFERED_BYTES)
+                             max_buffered_bytes=MAX_BUFFERED_BYTES, frame_deadline=_frame_deadline())
         watcher = threading.Thread(target=self._stop_when_asked, name="memoree-stop", daemon=True)
         watcher.start()
         try:
@@ -443,6 +443,17 @@ class Daemon:
         self.service.close()
         for fd in self._locks:
             os.close(fd)
+
+
+def _frame_deadline() -> float:
+    """The per-frame deadline: the protocol's 30 s, or shorter with ``MEMOREE_FRAME_DEADLINE_S``."""
+    from memoree.listener import FRAME_DEADLINE_S
+
+    try:
+        chosen = float(os.environ.get("MEMOREE_FRAME_DEADLINE_S", FRAME_DEADLINE_S))
+    except ValueError:
+        raise ConfigError("MEMOREE_FRAME_DEADLINE_S must be a number of seconds") from None
+    return min(FRAME_DEADLINE_S, max(0.1, chosen))
 
 
 def _too_large(raw: bytes) -> bytes:

@@ -89,6 +89,9 @@ class Engine:
         # band.register and fact.attest sign with the node key; their module loads on first use.
         for op in ("band.register", "fact.attest"):
             self.handler.lazy_commands[op] = self._install_fact_commands
+        from memoree.eventlog.copies import scrub_dead_copies
+
+        scrub_dead_copies(self.data_dir)  # scratch and staged copies a killed process left
         self._bring_projections_up_to_date()
         self._finish_purges()
         if self.shared is not None:

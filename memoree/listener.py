@@ -8,8 +8,11 @@ No connection can hold the daemon's resources for long, whoever opens it:
 * a **cap on open connections** (``MAX_OPEN_CONNECTIONS``): at the cap, the connection that has
   waited longest without delivering its frame is closed to make room, so idle connections never
   lock out a client that sends its request at once;
-* **EMFILE/ENFILE** on accept closes the oldest incomplete connection to free a descriptor (or,
-  when none is left to close, pauses accepting for a moment); it never ends the daemon;
+* the cap stays below the process's descriptor limit (``RLIMIT_NOFILE`` less ``FD_RESERVE`` for
+  the store's own files); **EMFILE/ENFILE** on accept (the limit was lowered, or other files took
+  the room) closes the oldest incomplete connections, lowers the cap below what is open and
+  pauses accepting for a moment, so the store's threads get descriptors again; it never ends the
+  daemon;
 * a **memory budget** for frames being read: the declared lengths in flight sum to at most
   ``MAX_BUFFERED_BYTES``; a frame that does not fit, or that declares more than the frame limit,
   is closed before its body is read.
@@ -36,10 +39,12 @@ from memoree.framing import peer_credentials
 
 __all__ = ["FRAME_DEADLINE_S", "Listener", "MAX_OPEN_CONNECTIONS", "Peer", "peer_credentials"]
 
-FRAME_DEADLINE_S = 30.0
+FRAME_DEADLINE_S = 30.0  # the protocol's 30 s; MEMOREE_FRAME_DEADLINE_S may shorten it
 WRITE_DEADLINE_S = 30.0
 MAX_OPEN_CONNECTIONS = 256
 EMFILE_PAUSE_S = 0.05
+FD_RESERVE = 64  # descriptors kept free for the store (database, WAL, blobs, keys, logs)
+EMFILE_EVICTIONS = 32
 _HEADER = struct.Struct(">I")
 
 
@@ -52,12 +57,22 @@ class Peer:
     uid: int | None = None
 
 
+def _descriptor_room() -> int:
+    """How many connections fit under the descriptor limit with ``FD_RESERVE`` left over."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_OPEN_CONNECTIONS
+    return max(8, soft - FD_RESERVE)
+
+
 class _Connection:
     __slots__ = ("sock", "peer", "deadline", "header", "body", "declared", "reply", "sent", "charged")
 
-    def __init__(self, sock: socket.socket, peer: Peer, now: float) -> None:
+    def __init__(self, sock: socket.socket, peer: Peer, deadline: float) -> None:
         self.sock, self.peer = sock, peer
-        self.deadline = now + FRAME_DEADLINE_S
+        self.deadline = deadline
         self.header = bytearray()
         self.body: bytearray | None = None
         self.declared = 0
@@ -71,8 +86,9 @@ class Listener:
 
     def __init__(self, listener: socket.socket, dispatch: Callable[[bytes, Peer], Future[bytes]], *,
                  max_frame_bytes: int, max_buffered_bytes: int,
-                 max_open: int = MAX_OPEN_CONNECTIONS) -> None:
+                 max_open: int = MAX_OPEN_CONNECTIONS, frame_deadline: float = FRAME_DEADLINE_S) -> None:
         self.listener = listener
+        self.frame_deadline = frame_deadline
         self.dispatch = dispatch
         self.max_frame_bytes = max_frame_bytes
         self.max_buffered_bytes = max_buffered_bytes
@@ -144,10 +160,8 @@ class Listener:
                 return
             except OSError as exc:
                 if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    if not self._evict_oldest():
-                        self._pause_accepting()
-                        return
-                    continue
+                    self._out_of_descriptors()
+                    return
                 if exc.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EPERM):
                     continue
                 if self.stopping.is_set():
@@ -166,12 +180,21 @@ class Listener:
                 peer = Peer("unix", pid=pid, uid=uid)
             else:
                 peer = Peer("tcp")
-            connection = _Connection(sock, peer, time.monotonic())
+            connection = _Connection(sock, peer, time.monotonic() + self.frame_deadline)
             self.selector.register(sock, selectors.EVENT_READ, "conn")
         except OSError:
             self._drop(sock)
             return
         self.reading[sock] = connection
+
+    def _out_of_descriptors(self) -> None:
+        """Free descriptors for the store's threads: close the oldest idle connections, keep the
+        cap below what remains open, and stop accepting for a moment."""
+        for _ in range(EMFILE_EVICTIONS):
+            if not self._evict_oldest():
+                break
+        self.max_open = max(1, min(self.max_open, self.open_connections()))
+        self._pause_accepting()
 
     def _pause_accepting(self) -> None:
         self._accept_paused_until = time.monotonic() + EMFILE_PAUSE_S

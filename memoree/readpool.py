@@ -99,11 +99,16 @@ class ReaderPool:
         self.service = service
         self.answer = answer  # raw request -> envelope bytes (never raises)
         self.inbox: queue.Queue[tuple[bytes, Future[bytes]] | None] = queue.Queue()
-        self.threads = [threading.Thread(target=self._run, name=f"memoree-reader-{n}", daemon=True)
-                        for n in range(threads)]
+        self.count = threads
+        self.threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        for thread in self.threads:
+        # Each reader's connection is opened now, not at its first request: a daemon short of
+        # file descriptors later (a flood of connections) still has its readers.
+        for n in range(self.count):
+            thread = threading.Thread(target=self._run, args=(ReadView(self.service.engine),),
+                                      name=f"memoree-reader-{n}", daemon=True)
+            self.threads.append(thread)
             thread.start()
 
     def submit(self, raw: bytes) -> Future[bytes]:
@@ -117,8 +122,8 @@ class ReaderPool:
         for thread in self.threads:
             thread.join(10)
 
-    def _run(self) -> None:
-        view: ReadView | None = None
+    def _run(self, first_view: ReadView) -> None:
+        view: ReadView | None = first_view
         try:
             while True:
                 item = self.inbox.get()

@@ -111,6 +111,10 @@ class Service:
             body = self._dispatch(request)
         except MemoreeError as exc:
             return self._failure(request.request_id, exc)
+        except OSError as exc:  # the disk under the store (blob files, keys): typed, e.g. DISK_FULL
+            from memoree.eventlog.sqlite import translate_storage_error
+
+            return self._failure(request.request_id, translate_storage_error(exc))
         except Exception as exc:  # the one boundary where an unexpected failure is contained
             from memoree.log import logger
 
