@@ -43,7 +43,7 @@ __all__ = [
     "Answer", "Cited", "Conversation", "LocomoError", "LocomoOptions", "Question", "Turn",
     "TurnIndex", "answer_from_result", "baseline_expression", "evaluate_locomo", "format_table",
     "is_locomo_dir", "load_conversation", "normalize_dia_ids", "read_conversation",
-    "read_dataset", "run_cli", "turn_found",
+    "read_dataset", "run_cli", "selected_questions", "turn_found",
 ]
 
 WORKSPACE = "locomo"
