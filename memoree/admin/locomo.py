@@ -494,6 +494,7 @@ class LocomoOptions:
 class QuestionRun:
     question: Question
     found: dict[str, list[str]] = field(default_factory=dict)
+    returned: dict[str, dict[str, int]] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
     presence: str | None = None
     errors: dict[str, str] = field(default_factory=dict)
@@ -510,7 +511,7 @@ class QuestionRun:
             "category": q.category, "category_name": CATEGORIES.get(q.category, "adversarial"),
             "answer": q.answer, "gold": list(q.gold), "dropped_evidence": list(q.dropped_evidence),
             "found": self.found, "coverage": {op: self.coverage(op) for op in self.found},
-            "presence": self.presence, "latency_ms": {k: round(v, 3) for k, v in self.latency_ms.items()},
+            "returned": self.returned, "presence": self.presence, "latency_ms": {k: round(v, 3) for k, v in self.latency_ms.items()},
             **({"errors": self.errors} if self.errors else {}),
         }
 
@@ -534,8 +535,12 @@ class Asker:
         return envelope["result"]
 
     def score(self, run: QuestionRun, name: str, result: dict[str, Any] | None) -> None:
-        answer = answer_from_result(result) if result is not None else Answer("")
+        self.record(run, name, answer_from_result(result) if result is not None else Answer(""))
+
+    def record(self, run: QuestionRun, name: str, answer: Answer) -> None:
         run.found[name] = found_turns(answer, run.question, self.conversation)
+        run.returned[name] = {"text_bytes": len(answer.text.encode("utf-8")),
+                              "citations": len(answer.citations)}
 
     def ask(self, question: Question) -> QuestionRun:
         run = QuestionRun(question)
@@ -553,8 +558,7 @@ class Asker:
             started = time.perf_counter()
             packed = self.index.pack(question.question, budget)
             run.latency_ms[f"bm25@{budget}"] = (time.perf_counter() - started) * 1000
-            answer = Answer(packed)
-            run.found[f"bm25@{budget}"] = found_turns(answer, question, self.conversation)
+            self.record(run, f"bm25@{budget}", Answer(packed))
         return run
 
     def close(self) -> None:

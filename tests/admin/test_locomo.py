@@ -263,7 +263,8 @@ class TestRun:
         assert summary["conversations"] == ["8"] and summary["question_count"] == 3
         rows = [json.loads(line) for line in report.read_text().splitlines()]
         assert [(r["conversation"], r["index"]) for r in rows] == [("8", 0), ("8", 1), ("8", 2)]
-        assert {"question", "category", "gold", "found", "coverage", "latency_ms"} <= set(rows[0])
+        assert {"question", "category", "gold", "found", "coverage", "returned", "latency_ms"} <= set(rows[0])
+        assert 0 < rows[0]["returned"]["bm25@2000"]["text_bytes"] <= 2000
         table = CliRunner().invoke(app, ["eval", str(dev), "--only", "7"])
         assert table.exit_code == 0 and "| memory.recall vs bm25@2000 |" in table.stdout
         missing = CliRunner().invoke(app, ["eval", str(dev), "--only", "99"])
