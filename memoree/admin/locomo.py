@@ -214,9 +214,10 @@ def session_document(number: int, date: str, speakers: tuple[str, str],
     parts, turns = [heading], []
     offset = len(heading.encode("utf-8"))
     for raw in raw_turns:
-        caption = collapse(raw.get("blip_caption") or "") or None
-        turn = Turn(str(raw.get("dia_id", "")), number, collapse(str(raw.get("speaker", ""))),
-                    collapse(str(raw.get("text", ""))), caption)
+        if not isinstance(raw, dict) or not all(isinstance(raw.get(k), str) for k in ("dia_id", "speaker", "text")):
+            raise LocomoError(f"session {number}: a turn is not an object with string dia_id, speaker and text")
+        caption = collapse(str(raw.get("blip_caption") or "")) or None
+        turn = Turn(raw["dia_id"], number, collapse(raw["speaker"]), collapse(raw["text"]), caption)
         size = len(turn.line.encode("utf-8"))
         turns.append(Turn(turn.dia_id, number, turn.speaker, turn.text, caption, offset, offset + size))
         parts.append(turn.line + "\n")
@@ -247,7 +248,10 @@ def read_conversation(path: Path) -> Conversation:
         if match and isinstance(value, list) and value:
             number = int(match[1])
             date = str(document.get(f"session_{number}_date_time", ""))
-            text, turns = session_document(number, date, speakers, value)
+            try:
+                text, turns = session_document(number, date, speakers, value)
+            except LocomoError as exc:
+                raise LocomoError(f"{path.name}: {exc}") from None
             sessions[number] = Session(number, date, text, turns)
     if not sessions:
         raise LocomoError(f"{path.name}: no session_N turn lists")
@@ -267,9 +271,11 @@ def read_conversation(path: Path) -> Conversation:
     for index, qa in enumerate(_require(document, "qa", list, path.name)):
         if not isinstance(qa, dict) or not isinstance(qa.get("question"), str):
             raise LocomoError(f"{path.name}: qa[{index}] has no question")
+        if not isinstance(qa.get("category"), int):
+            raise LocomoError(f"{path.name}: qa[{index}] has no integer category")
         gold, dropped = normalize_dia_ids(qa.get("evidence") or [], known)
         conversation.questions.append(Question(
-            name, index, qa["question"], int(qa.get("category", 0)),
+            name, index, qa["question"], qa["category"],
             qa.get("answer", qa.get("adversarial_answer")), gold, dropped))
     return conversation
 
