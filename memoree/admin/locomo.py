@@ -32,11 +32,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TextIO
 
 from memoree.eventlog.db import sqlite3
-from memoree.evaluation import Client, SyntheticClock
+from memoree.evaluation import Client, CorpusError, SyntheticClock
 from memoree.service import Service
 
 __all__ = [
@@ -167,7 +168,7 @@ class Conversation:
     questions: list[Question]
     dropped_observation_ids: int = 0
 
-    @property
+    @cached_property
     def turns(self) -> dict[str, Turn]:
         return {t.dia_id: t for s in self.sessions.values() for t in s.turns}
 
@@ -754,7 +755,7 @@ def run_cli(directory: Path, *, only: Sequence[str] = (), questions: int | None 
             summary = evaluate_locomo(directory, options, progress=reporter, phase=reporter.phase)
         if report is not None:
             write_report(report, summary["questions"])
-    except (LocomoError, OSError) as exc:
+    except (LocomoError, CorpusError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if as_json:
