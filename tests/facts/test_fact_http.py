@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from memoree.client import Endpoint, probe
-from memoree.daemon import Daemon
+from memoree.client.transport import Endpoint, probe
+from memoree.daemon.server import Daemon
 from memoree.queries.facts import verify_receipt_document
-from memoree.rest import ERROR_CATALOGUE, openapi_document
-from memoree.service import Service
+from memoree.factplane.rest import ERROR_CATALOGUE, openapi_document
+from memoree.service.service import Service
 from tests.facts.conftest import CELL, CELL_LAT
 
 ENVELOPE_KEYS = {"schema", "code", "message"}
@@ -88,7 +88,7 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Http]:
     daemon.start()
     thread = threading.Thread(target=daemon.serve_forever, daemon=True)
     thread.start()
-    from memoree.secret import read_secret
+    from memoree.client.secret import read_secret
 
     yield Http(service.daemon_info["http_endpoint"], read_secret(folder / "data"))
     daemon.stop()
@@ -196,7 +196,7 @@ class TestServeCommand:
                 report = probe(Endpoint("unix", str(sock)))
                 time.sleep(0.05)
             assert report is not None, proc.stdout.read() if proc.stdout else b""
-            from memoree.secret import read_secret
+            from memoree.client.secret import read_secret
 
             recall = {"cell": CELL, "bands": ["cell.area_m2"]}
             status, body, _ = Http(report["http_endpoint"]).post("/v1/recall", recall)

@@ -27,9 +27,11 @@ from typing import Any
 
 import pytest
 
-from memoree import callcmd, limits
-from memoree.client import exchange, probe
-from memoree.framing import read_frame
+from memoree import limits
+
+from memoree.client import call as callcmd
+from memoree.client.transport import exchange, probe
+from memoree.protocol.framing import read_frame
 
 from .conftest import Figures, Sizes
 from .harness import CTX, ERROR_CODES, DaemonProcess, closed_without_response, raw_connect, request
@@ -258,7 +260,7 @@ class TestFrameDecoder:
     def test_connections_beyond_the_cap_evict_the_oldest_idle_one(self, daemon: DaemonProcess, figures: Figures) -> None:
         """Past the cap on open connections the oldest idle one is closed unanswered; a client that
         sends its frame at once is still answered."""
-        from memoree.listener import MAX_OPEN_CONNECTIONS
+        from memoree.daemon.listener import MAX_OPEN_CONNECTIONS
 
         held = [raw_connect(daemon.socket_path) for _ in range(MAX_OPEN_CONNECTIONS + 20)]
         time.sleep(0.3)

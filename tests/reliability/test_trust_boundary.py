@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from memoree.client import Endpoint, exchange, probe
+from memoree.client.transport import Endpoint, exchange, probe
 
 from .conftest import Figures
 from .harness import (
@@ -266,7 +266,7 @@ class TestSecret:
                                                          reaper: list) -> None:
         """Without, with a wrong, and with a rotated-away secret a TCP request is UNAUTHORIZED;
         with the current one it is served; a TCP backup may write only below --backup-dir."""
-        from memoree.secret import read_secret
+        from memoree.client.secret import read_secret
 
         port = free_port()
         backups = tmp_path / "backups"
@@ -323,7 +323,7 @@ class TestSecret:
     def test_http_writes_need_the_bearer_token(self, tmp_path: Path, figures: Figures, reaper: list) -> None:
         """POST /v1/recall (which may write) is 401 without the token; the public read surface answers
         without one; with the token recall works, and a flood of recalls meets a 429."""
-        from memoree.secret import read_secret
+        from memoree.client.secret import read_secret
 
         port = free_port()
         start(tmp_path, reaper, args=("--http", f"127.0.0.1:{port}"))
@@ -445,7 +445,7 @@ print(json.dumps(found))
         os.chmod(daemon.socket_path, 0o666)
         exposed = as_user(uid, gid, f"""
 import json, socket, struct
-from memoree.framing import read_frame
+from memoree.protocol.framing import read_frame
 s = socket.socket(socket.AF_UNIX); s.connect({str(daemon.socket_path)!r})
 body = {CAPABILITIES!r}
 s.sendall(struct.pack(">I", len(body)) + body)
@@ -510,9 +510,9 @@ while True:
     def test_the_daemon_refuses_another_users_folders_and_planted_links(self, tmp_path: Path, figures: Figures) -> None:
         """A data dir or runtime dir owned by another user is refused (never chmod-ed), and the
         autostart log is never opened through a planted symbolic link."""
-        from memoree.client import ClientConfigError, autostart
+        from memoree.client.transport import ClientConfigError, autostart
         from memoree.errors import ConfigError
-        from memoree.engine import prepare_data_dir
+        from memoree.service.engine import prepare_data_dir
 
         uid, gid = other_user()
         theirs = tmp_path / "theirs"
