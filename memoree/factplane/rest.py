@@ -308,7 +308,12 @@ class Api:
         raw = await asyncio.wrap_future(self.submit(json.dumps(request).encode()))
         envelope = _envelope.decode(raw)
         if not envelope.ok:
-            raise _from_protocol_error(envelope.error or {})
+            failure = _from_protocol_error(envelope.error or {})
+            if failure.code == "internal":  # a 500 is always on the record
+                from memoree.log import logger
+
+                logger().error("http_internal_error", op=op, error=envelope.error)
+            raise failure
         return bytes(envelope.result)
 
     async def recall(self, request: Request) -> Response:
