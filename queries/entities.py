@@ -108,6 +108,23 @@ def claim_history(conn: Any, inp: ClaimHistoryInput) -> ClaimHistory:
         conn, "WHERE c.id = ? AND r.revision_number < ? ORDER BY r.revision_number DESC LIMIT ?",
         (inp.claim_id, before, limit + 1),
     )
-    items = [claim_from_row(row) for row in rows[:limit]]
-    truncated = len(rows) > limit
+    # Paged by bytes too (like relation.list): at the default limit, claims with 128 KiB
+    # statements and 128 evidence items each would not fit in one frame.
+    items, truncated = _fit_claims(rows, limit, MAX_HISTORY_PAGE_BYTES)
     return ClaimHistory(items, truncated, items[-1].revision_number if truncated else None)
+
+
+MAX_HISTORY_PAGE_BYTES = 8 * limits.MIB
+
+
+def _fit_claims(rows: list[Any], limit: int, max_bytes: int) -> tuple[list[ClaimRecord], bool]:
+    items: list[ClaimRecord] = []
+    used = 0
+    for row in rows[:limit]:
+        item = claim_from_row(row)
+        size = len(msgspec.json.encode(item)) + 1
+        if items and used + size > max_bytes:
+            return items, True
+        items.append(item)
+        used += size
+    return items, len(rows) > limit
