@@ -89,3 +89,28 @@ class TestStrictJsonInCall:
                  "| head -c 0")
         result = subprocess.run(["sh", "-c", shell], capture_output=True, env=clean_env(), cwd=REPO_ROOT, timeout=60)
         assert b"Traceback" not in result.stderr and b"BrokenPipe" not in result.stderr, result.stderr
+
+
+class TestReplayOfAPurgedPut:
+    """A retried put whose artifact was purged since then says so instead of a silent ok."""
+
+    def test_the_replay_carries_a_warning_naming_the_purge(self, tmp_path: Path) -> None:
+        """Put, purge, then the identical put (same key, as MCP derives it): ok with the original
+        result, plus a `replayed_purged_artifact` warning that names the artifact and the purge."""
+        from memoree.service.service import Service
+        from tests.conftest import Caller
+
+        service = Service(tmp_path / "data")
+        try:
+            call = Caller(service)
+            put = {"kind": "note", "title": "t", "content": {"type": "text", "data": "erase me"}}
+            first = call.ok("artifact.put", put, key="same")["result"]
+            call.ok("artifact.purge", {"artifact_id": first["artifact_id"], "reason": "gdpr"}, key="purge")
+            again, _ = call.raw({"v": 1, "request_id": "r2", "op": "artifact.put", "input": put,
+                                 "idempotency_key": "same", "context": {"workspace_id": "wsp_test", "project_id": "prj_test"}})
+        finally:
+            service.close()
+        assert again["ok"] and again["result"]["created"] is False
+        [warning] = again["warnings"]
+        assert warning["code"] == "replayed_purged_artifact"
+        assert first["artifact_id"] in warning["message"] and "purged" in warning["message"]
