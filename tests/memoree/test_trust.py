@@ -114,3 +114,22 @@ class TestReplayOfAPurgedPut:
         [warning] = again["warnings"]
         assert warning["code"] == "replayed_purged_artifact"
         assert first["artifact_id"] in warning["message"] and "purged" in warning["message"]
+
+
+class TestMarkerNames:
+    """`memoree init` writes a marker memoree itself can read, whatever the project's name."""
+
+    def test_a_name_with_an_emoji_reads_back(self, tmp_path: Path) -> None:
+        """`init --name "Café 😀 notes"` then `context.resolve` in that folder: resolved from the
+        marker, no CONFIG_ERROR (JSON's surrogate-pair escapes are not TOML)."""
+        project = tmp_path / "proj"
+        project.mkdir()
+        env = clean_env(MEMOREE_DATA_DIR=str(tmp_path / "data"))
+        init = subprocess.run([sys.executable, "-m", "memoree", "init", "--name", "Café 😀 notes"],
+                              capture_output=True, env=env, cwd=project, timeout=60)
+        assert 0 == init.returncode, init.stdout + init.stderr
+        resolved = subprocess.run([sys.executable, "-m", "memoree", "call", "--in-process"],
+                                  input=b'{"v":1,"request_id":"r","op":"context.resolve","input":{}}',
+                                  capture_output=True, env=env, cwd=project, timeout=60)
+        envelope = json.loads(resolved.stdout)
+        assert envelope["ok"] and envelope["result"]["context"]["resolved_from"] == "marker", envelope
