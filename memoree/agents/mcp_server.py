@@ -23,6 +23,7 @@ this module only by the ``mcp`` command, so ``memoree call`` never pays for it.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import logging
 import sys
@@ -167,8 +168,11 @@ async def _serve(sender: Sender) -> None:
         return types.ListToolsResult(tools=listed)
 
     async def call_tool(ctx: Any, params: Any) -> Any:
-        envelope = await anyio.to_thread.run_sync(_answer, sender, tools, params.name,
-                                                  params.arguments or {})
+        if params.name == REFUSED_TOOL:  # a tools/call line with a repeated key (_StrictStdin)
+            envelope = _refusal_envelope(str((params.arguments or {}).get("message", "")))
+        else:
+            envelope = await anyio.to_thread.run_sync(_answer, sender, tools, params.name,
+                                                      params.arguments or {})
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(envelope, ensure_ascii=False))],
             structuredContent=envelope, isError=not envelope.get("ok", False),
@@ -176,8 +180,54 @@ async def _serve(sender: Sender) -> None:
 
     server = Server("memoree", version=__version__, instructions=server_instructions(),
                     on_list_tools=list_tools, on_call_tool=call_tool)
-    async with stdio_server() as (read_stream, write_stream):
+    stdin = _StrictStdin(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
         await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+# --- strict JSON on the wire: a line whose objects repeat a key is refused, never "last wins" ------
+
+REFUSED_TOOL = "memoree.refused_request"
+
+
+class _StrictStdin:
+    """The SDK's stdin, line by line, with each line holding a repeated JSON key replaced before
+    the SDK parses it: a ``tools/call`` becomes a call of ``REFUSED_TOOL`` (answered with an
+    INVALID_REQUEST envelope under the same id), any other request an unknown method (answered by
+    the SDK with a JSON-RPC error under the same id)."""
+
+    def __init__(self, lines: Any) -> None:
+        self.lines = lines
+
+    def __aiter__(self) -> Any:
+        return self._strict()
+
+    async def _strict(self) -> Any:
+        async for line in self.lines:
+            yield _strict_line(line)
+
+
+def _strict_line(line: str) -> str:
+    from memoree.protocol.strictjson import duplicate_key
+
+    repeated = duplicate_key(line)
+    if repeated is None:
+        return line
+    document = json.loads(line)
+    if not isinstance(document, dict):
+        return line
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": "memoree/refused_duplicate_keys"}
+    if "id" in document:
+        message["id"] = document["id"]
+    if document.get("method") == "tools/call":
+        message.update(method="tools/call", params={"name": REFUSED_TOOL, "arguments": {"message": repeated}})
+    return json.dumps(message) + "\n"
+
+
+def _refusal_envelope(message: str) -> dict[str, Any]:
+    return {"v": 1, "request_id": "req_mcp", "ok": False, "warnings": [], "error": {
+        "code": "INVALID_REQUEST", "message": f"invalid request: {message}", "retryable": False,
+        "details": None}}
 
 
 def server_instructions() -> str:
