@@ -1,5 +1,9 @@
 """The daemon client: endpoints, one framed exchange, and auto-starting the default daemon.
 
+A request is one round trip: it carries ``client_version`` and the daemon refuses another
+version itself (no doctor probe first); only when nothing accepts the connection (no request was
+sent) does the client start the default daemon and send it again.
+
 Standard library only: ``memoree call`` runs once per agent action, and every import here is
 paid on each call. Failures are ``TransportFailure`` (TRANSPORT_ERROR, retryable) or
 ``ClientConfigError`` (CONFIG_ERROR: bad endpoint, version skew); the caller turns them into
@@ -8,16 +12,18 @@ envelopes.
 
 from __future__ import annotations
 
+import _socket  # the C module: the ``socket`` wrapper costs ~2 ms of imports per call
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from collections import namedtuple
 
 from memoree import __version__
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
 from memoree.framing import FrameTooLarge, FrameTruncated, read_frame, write_frame
 
 __all__ = [
@@ -42,13 +48,22 @@ class TransportFailure(Exception):
     """The daemon could not be reached or the exchange did not complete."""
 
 
+class NotListening(TransportFailure):
+    """Nothing accepted the connection: no request was sent, so starting a daemon is safe."""
+
+
 class ClientConfigError(Exception):
     """A malformed endpoint, or a daemon of another version."""
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    kind: str  # "unix" or "tcp"
+class Endpoint(namedtuple("Endpoint", "kind address")):
+    """Where a daemon listens: ``kind`` "unix" (``address`` a path) or "tcp" (``(host, port)``).
+
+    A named tuple, not a dataclass: ``dataclasses`` costs ~4 ms of imports on every call.
+    """
+
+    __slots__ = ()
+    kind: str
     address: str | tuple[str, int]
 
     @classmethod
@@ -78,15 +93,15 @@ def default_endpoint() -> Endpoint:
     return Endpoint("unix", str(socket_path()))
 
 
-def _connect(endpoint: Endpoint) -> socket.socket:
-    family = socket.AF_UNIX if endpoint.kind == "unix" else socket.AF_INET6 if ":" in endpoint.address[0] else socket.AF_INET  # type: ignore[index]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+def _connect(endpoint: Endpoint) -> _socket.socket:
+    family = _socket.AF_UNIX if endpoint.kind == "unix" else _socket.AF_INET6 if ":" in endpoint.address[0] else _socket.AF_INET  # type: ignore[index]
+    sock = _socket.socket(family, _socket.SOCK_STREAM)
     sock.settimeout(CONNECT_TIMEOUT_S)
     try:
         sock.connect(endpoint.address)
     except OSError as exc:
         sock.close()
-        raise TransportFailure(f"cannot connect to {endpoint}: {exc.strerror or exc}") from None
+        raise NotListening(f"cannot connect to {endpoint}: {exc.strerror or exc}") from None
     return sock
 
 
@@ -122,16 +137,51 @@ def probe(endpoint: Endpoint) -> dict | None:
 def _check_version(doctor: dict) -> None:
     version = doctor.get("binary_version")
     if version != __version__:
-        raise ClientConfigError(
-            f"the daemon runs memoree {version} but this client is {__version__}; "
-            "run `memoree daemon restart` to replace it"
-        )
+        raise ClientConfigError(_skew_message(version))
+
+
+def _skew_message(version: object) -> str:
+    return (f"the daemon runs memoree {version} but this client is {__version__}; "
+            "run `memoree daemon restart` to replace it")
+
+
+def stamp_version(payload: bytes) -> bytes:
+    """The request with ``client_version`` added, so the daemon checks the version itself."""
+    head = payload.lstrip()
+    if not head.startswith(b"{"):
+        return payload  # not an object: the daemon answers INVALID_REQUEST as for any client
+    rest = head[1:].lstrip()
+    separator = b"" if rest.startswith(b"}") else b","
+    return b'{"client_version":' + json.dumps(__version__).encode() + separator + rest
+
+
+def refused_for_version(body: bytes) -> str | None:
+    """The skew message when the daemon refused the request for its client version, else None.
+
+    A daemon of this protocol answers CONFIG_ERROR with ``details.daemon_version``; an older one
+    rejects the unknown ``client_version`` field as INVALID_REQUEST.
+    """
+    marker = body.find(b',"ok":', 0, 1200)
+    if marker >= 0 and body.startswith(b"true", marker + 6):
+        return None
+    try:
+        error = json.loads(body).get("error") or {}
+    except ValueError:
+        return None
+    details = error.get("details") or {}
+    if error.get("code") == "CONFIG_ERROR" and isinstance(details, dict) and "daemon_version" in details:
+        return _skew_message(details["daemon_version"])
+    if error.get("code") == "INVALID_REQUEST" and "client_version" in str(error.get("message", "")):
+        return _skew_message("of an older protocol")
+    return None
 
 
 def autostart(endpoint: Endpoint, data_dir: Path) -> dict:
     """Start a detached daemon for the default endpoint and wait until it answers doctor."""
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     log_path = data_dir / "memoreed.log"
+    import subprocess
+
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         child = subprocess.Popen(
@@ -159,14 +209,20 @@ def autostart(endpoint: Endpoint, data_dir: Path) -> dict:
 
 def request_via_daemon(payload: bytes, *, endpoint: Endpoint | None, data_dir: Path | None,
                        autostart_allowed: bool, io_timeout: float = IO_TIMEOUT_S) -> bytes:
-    """Send one request to the daemon, starting the default one when allowed and needed."""
+    """Send one request to the daemon in one round trip, starting the default one when allowed
+    and nothing listens; the request carries this client's version and the daemon refuses skew."""
     target = endpoint or default_endpoint()
-    doctor = probe(target)
-    if doctor is None:
+    stamped = stamp_version(payload)
+    try:
+        body = exchange(target, stamped, io_timeout=io_timeout)
+    except NotListening:
         if endpoint is not None or not autostart_allowed:
-            raise TransportFailure(f"no daemon answers at {target}")
+            raise TransportFailure(f"no daemon answers at {target}") from None
         from memoree.paths import data_dir as default_data_dir
 
-        doctor = autostart(target, data_dir or default_data_dir())
-    _check_version(doctor)
-    return exchange(target, payload, io_timeout=io_timeout)
+        _check_version(autostart(target, data_dir or default_data_dir()))
+        body = exchange(target, stamped, io_timeout=io_timeout)
+    skew = refused_for_version(body)
+    if skew is not None:
+        raise ClientConfigError(skew)
+    return body

@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: this module is on ``memoree call``'s import path
+    from typing import Any
 
 __all__ = [
     "CONTEXT_FREE_OPS",

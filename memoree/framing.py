@@ -6,8 +6,11 @@ refused before a single body byte is read. Standard library only (the call clien
 
 from __future__ import annotations
 
-import socket
 import struct
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
 
 __all__ = ["FrameTooLarge", "FrameTruncated", "read_frame", "write_frame"]
 
