@@ -34,7 +34,7 @@ MARKER_NAME = ".memoree.toml"
 CONTEXT_FREE_OPS = frozenset({
     "capabilities", "instructions", "schema", "artifact.get", "artifact.history", "claim.get",
     "claim.history", "doctor", "verify", "backup.create", "citation.get", "fact.identity",
-    "band.list",
+    "band.list", "batch",
 })
 _CONTEXT_KEYS = {"workspace_id", "project_id", "task_id", "component", "pins"}
 
