@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from tools.bench import bulk, daemon, importer, peer, put, recall, search
+from tools.bench import bulk, daemon, importer, locomo, peer, put, recall, search
 from tools.bench.common import Row, print_table
 
 
@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         ("importer", importer.main, []),
         ("bulk", bulk.main, [] if args.quick else ["--n", "100000"]),
         ("search", search.main, []), ("recall", recall.main, []),
+        ("locomo", locomo.main, [] if args.quick else ["--questions", "40"]),
     ):
         print(f"\n== {name}")
         rows += runner(quick + extra)

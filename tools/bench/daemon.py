@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memoree.client import Endpoint, exchange, probe
+from memoree.client.transport import Endpoint, exchange, probe
 from tools.bench.common import Row, print_table, rate
 from tools.bench.put import TEXT, command_seconds, raw_sqlite_rate, service_put_rate, texts
 from tools.bench.search import make_corpus

@@ -18,9 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from memoree.callcmd import CallOptions
-from memoree.caller import Sender
-from memoree.importers import import_file
+from memoree.client.call import CallOptions
+from memoree.agents.caller import Sender
+from memoree.agents.importers import import_file
 from tools.bench.common import Row, print_table, timed
 from tools.bench.daemon import CTX, start_daemon
 from tools.bench.search import SYLLABLES
