@@ -378,6 +378,12 @@ __all__ += [
 ]
 
 
+class BatchInput(_Input, kw_only=True):
+    """``batch``: complete mutation requests (each with its own context and idempotency key)."""
+
+    requests: list[msgspec.Raw]
+
+
 class BackupCreateInput(_Input, kw_only=True):
     """``backup.create``: an absolute destination that must not exist yet."""
 

@@ -1,5 +1,9 @@
 """The daemon client: endpoints, one framed exchange, and auto-starting the default daemon.
 
+A request is one round trip: it carries ``client_version`` and the daemon refuses another
+version itself (no doctor probe first); only when nothing accepts the connection (no request was
+sent) does the client start the default daemon and send it again.
+
 Standard library only: ``memoree call`` runs once per agent action, and every import here is
 paid on each call. Failures are ``TransportFailure`` (TRANSPORT_ERROR, retryable) or
 ``ClientConfigError`` (CONFIG_ERROR: bad endpoint, version skew, a daemon that is not who it
@@ -14,16 +18,18 @@ that the pid the daemon names is the socket's own. Over TCP the request carries 
 
 from __future__ import annotations
 
+import _socket  # the C module: the ``socket`` wrapper costs ~2 ms of imports per call
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from collections import namedtuple
 
 from memoree import __version__
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
 from memoree.protocol.framing import FrameTooLarge, FrameTruncated, peer_credentials, read_frame, write_frame
 
 __all__ = [
@@ -49,6 +55,10 @@ class TransportFailure(Exception):
     """The daemon could not be reached or the exchange did not complete."""
 
 
+class NotListening(TransportFailure):
+    """Nothing accepted the connection: no request was sent, so starting a daemon is safe."""
+
+
 class ClientConfigError(Exception):
     """A malformed endpoint, a daemon of another version, or one that runs as another user."""
 
@@ -58,9 +68,14 @@ class ClientUnauthorized(Exception):
     secret over TCP."""
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    kind: str  # "unix" or "tcp"
+class Endpoint(namedtuple("Endpoint", "kind address")):
+    """Where a daemon listens: ``kind`` "unix" (``address`` a path) or "tcp" (``(host, port)``).
+
+    A named tuple, not a dataclass: ``dataclasses`` costs ~4 ms of imports on every call.
+    """
+
+    __slots__ = ()
+    kind: str
     address: str | tuple[str, int]
 
     @classmethod
@@ -90,16 +105,16 @@ def default_endpoint() -> Endpoint:
     return Endpoint("unix", str(socket_path()))
 
 
-def _connect(endpoint: Endpoint) -> tuple[socket.socket, int | None]:
+def _connect(endpoint: Endpoint) -> tuple[_socket.socket, int | None]:
     """A connected socket and, for a Unix socket, the daemon's pid (checked to run as this user)."""
-    family = socket.AF_UNIX if endpoint.kind == "unix" else socket.AF_INET6 if ":" in endpoint.address[0] else socket.AF_INET  # type: ignore[index]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    family = _socket.AF_UNIX if endpoint.kind == "unix" else _socket.AF_INET6 if ":" in endpoint.address[0] else _socket.AF_INET  # type: ignore[index]
+    sock = _socket.socket(family, _socket.SOCK_STREAM)
     sock.settimeout(CONNECT_TIMEOUT_S)
     try:
         sock.connect(endpoint.address)
     except OSError as exc:
         sock.close()
-        raise TransportFailure(f"cannot connect to {endpoint}: {exc.strerror or exc}") from None
+        raise NotListening(f"cannot connect to {endpoint}: {exc.strerror or exc}") from None
     if endpoint.kind != "unix":
         return sock, None
     pid, uid, _ = peer_credentials(sock)
@@ -175,10 +190,43 @@ def with_secret(payload: bytes, secret: str | None) -> bytes:
 def _check_version(doctor: dict) -> None:
     version = doctor.get("binary_version")
     if version != __version__:
-        raise ClientConfigError(
-            f"the daemon runs memoree {version} but this client is {__version__}; "
-            "run `memoree daemon restart` to replace it"
-        )
+        raise ClientConfigError(_skew_message(version))
+
+
+def _skew_message(version: object) -> str:
+    return (f"the daemon runs memoree {version} but this client is {__version__}; "
+            "run `memoree daemon restart` to replace it")
+
+
+def stamp_version(payload: bytes) -> bytes:
+    """The request with ``client_version`` added, so the daemon checks the version itself."""
+    head = payload.lstrip()
+    if not head.startswith(b"{"):
+        return payload  # not an object: the daemon answers INVALID_REQUEST as for any client
+    rest = head[1:].lstrip()
+    separator = b"" if rest.startswith(b"}") else b","
+    return b'{"client_version":' + json.dumps(__version__).encode() + separator + rest
+
+
+def refused_for_version(body: bytes) -> str | None:
+    """The skew message when the daemon refused the request for its client version, else None.
+
+    A daemon of this protocol answers CONFIG_ERROR with ``details.daemon_version``; an older one
+    rejects the unknown ``client_version`` field as INVALID_REQUEST.
+    """
+    marker = body.find(b',"ok":', 0, 1200)
+    if marker >= 0 and body.startswith(b"true", marker + 6):
+        return None
+    try:
+        error = json.loads(body).get("error") or {}
+    except ValueError:
+        return None
+    details = error.get("details") or {}
+    if error.get("code") == "CONFIG_ERROR" and isinstance(details, dict) and "daemon_version" in details:
+        return _skew_message(details["daemon_version"])
+    if error.get("code") == "INVALID_REQUEST" and "client_version" in str(error.get("message", "")):
+        return _skew_message("of an older protocol")
+    return None
 
 
 def autostart(endpoint: Endpoint, data_dir: Path) -> dict:
@@ -186,6 +234,9 @@ def autostart(endpoint: Endpoint, data_dir: Path) -> dict:
 
     The data dir and the socket's folder must be this user's (``memoree.client.paths.private_dir``);
     the log file is never opened through a planted link or another user's file."""
+    import subprocess
+    from pathlib import Path
+
     from memoree.client.paths import ForeignPath, open_append_private, private_dir
 
     try:
@@ -222,20 +273,26 @@ def autostart(endpoint: Endpoint, data_dir: Path) -> dict:
 
 def request_via_daemon(payload: bytes, *, endpoint: Endpoint | None, data_dir: Path | None,
                        autostart_allowed: bool, io_timeout: float = IO_TIMEOUT_S) -> bytes:
-    """Send one request to the daemon, starting the default one when allowed and needed; over
-    TCP the store's secret goes with it (``memoree.secret.client_secret``)."""
+    """Send one request to the daemon in one round trip, starting the default one when allowed
+    and nothing listens; the request carries this client's version (the daemon refuses skew) and,
+    over TCP, the store's secret (``memoree.client.secret.client_secret``)."""
     target = endpoint or default_endpoint()
     secret = None
     if target.kind == "tcp":
         from memoree.client.secret import client_secret
 
         secret = client_secret(data_dir)
-    doctor = probe(target, secret=secret)
-    if doctor is None:
+    stamped = stamp_version(with_secret(payload, secret))
+    try:
+        body = exchange(target, stamped, io_timeout=io_timeout)
+    except NotListening:
         if endpoint is not None or not autostart_allowed:
-            raise TransportFailure(f"no daemon answers at {target}")
+            raise TransportFailure(f"no daemon answers at {target}") from None
         from memoree.client.paths import data_dir as default_data_dir
 
-        doctor = autostart(target, data_dir or default_data_dir())
-    _check_version(doctor)
-    return exchange(target, with_secret(payload, secret), io_timeout=io_timeout)
+        _check_version(autostart(target, data_dir or default_data_dir()))
+        body = exchange(target, stamped, io_timeout=io_timeout)
+    skew = refused_for_version(body)
+    if skew is not None:
+        raise ClientConfigError(skew)
+    return body

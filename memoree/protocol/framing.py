@@ -6,8 +6,11 @@ refused before a single body byte is read. Standard library only (the call clien
 
 from __future__ import annotations
 
-import socket
 import struct
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
 
 __all__ = ["FrameTooLarge", "FrameTruncated", "peer_credentials", "read_frame", "write_frame"]
 
@@ -53,6 +56,8 @@ def write_frame(sock: socket.socket, payload: bytes) -> None:
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
     """``(pid, uid, gid)`` of the process at the other end of a Unix socket (``SO_PEERCRED``):
     the kernel's word, which the peer cannot forge."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size)
+    import _socket  # the C module: the ``socket`` wrapper is not on the call path
+
+    raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, _CREDENTIALS.size)
     pid, uid, gid = _CREDENTIALS.unpack(raw)
     return pid, uid, gid

@@ -19,6 +19,7 @@ import msgspec
 
 from memoree import limits
 from memoree.errors import (
+    ConfigError,
     InternalError,
     InvalidRequest,
     MemoreeError,
@@ -181,6 +182,8 @@ class Service:
             "bytes again."))]
 
     def _validate_envelope(self, request: Request) -> OpSpec:
+        if request.client_version is not None:
+            _require_same_version(request.client_version)
         if request.v != PROTOCOL_VERSION:
             raise UnsupportedVersion(
                 str(request.v), details={"received_version": request.v,
@@ -198,6 +201,18 @@ class Service:
                 raise InvalidRequest("mutating operations require idempotency_key")
             _bounded("idempotency_key", key, limits.MAX_IDEMPOTENCY_KEY_BYTES)
         return spec
+
+
+def _require_same_version(client_version: str) -> None:
+    """Refuse silent version skew between a CLI client and the daemon serving it."""
+    from memoree import __version__
+
+    if client_version != __version__:
+        raise ConfigError(
+            f"the daemon runs memoree {__version__} but this client is {client_version}; "
+            "run `memoree daemon restart` to replace it",
+            details={"daemon_version": __version__, "client_version": client_version},
+        )
 
 
 def decode_input(spec: OpSpec, raw: msgspec.Raw) -> Any:
