@@ -24,6 +24,7 @@ from memoree.inputs import (
     check_limit,
 )
 
+from memoree.queries.paging import fit_by_bytes
 from memoree.projections.records import (
     ArtifactRecord,
     ClaimRecord,
@@ -110,21 +111,8 @@ def claim_history(conn: Any, inp: ClaimHistoryInput) -> ClaimHistory:
     )
     # Paged by bytes too (like relation.list): at the default limit, claims with 128 KiB
     # statements and 128 evidence items each would not fit in one frame.
-    items, truncated = _fit_claims(rows, limit, MAX_HISTORY_PAGE_BYTES)
+    items, truncated = fit_by_bytes(rows, limit, MAX_HISTORY_PAGE_BYTES, claim_from_row)
     return ClaimHistory(items, truncated, items[-1].revision_number if truncated else None)
 
 
 MAX_HISTORY_PAGE_BYTES = 8 * limits.MIB
-
-
-def _fit_claims(rows: list[Any], limit: int, max_bytes: int) -> tuple[list[ClaimRecord], bool]:
-    items: list[ClaimRecord] = []
-    used = 0
-    for row in rows[:limit]:
-        item = claim_from_row(row)
-        size = len(msgspec.json.encode(item)) + 1
-        if items and used + size > max_bytes:
-            return items, True
-        items.append(item)
-        used += size
-    return items, len(rows) > limit
