@@ -80,22 +80,20 @@ def _request_id() -> str:
     return new_id("req")
 
 
-def _send(op: str, payload: dict[str, Any], *, mutation: bool = False,
-          idempotency_key: Optional[str] = None) -> None:
+def _send(op: str, payload: dict[str, Any], *, idempotency_key: Optional[str] = None) -> None:
+    """Send one request for a declared op (a mutation gets a fresh key unless one is given)."""
+    from memoree.cli.progress import busy
+    from memoree.protocol.ops import OPS
+
+    spec = OPS[op]
     request_id = _request_id()
     document: dict[str, Any] = {"v": 1, "request_id": request_id, "op": op, "input": payload}
-    if mutation:
+    if spec.mutating:
         document["idempotency_key"] = idempotency_key or f"auto_{request_id}"
-    from memoree.cli.progress import busy
-
-    with busy(f"{op} …") if op in LONG_OPS else _nothing_to_show():
+    with busy(f"{op} …") if spec.long_running else _nothing_to_show():
         body, exit_code = callcmd.run(json.dumps(document).encode(), OPTIONS.call_options())
     _emit(body)
     raise typer.Exit(exit_code)
-
-
-# Operations that can take a while; a spinner shows on a terminal's stderr while they run.
-LONG_OPS = frozenset({"verify", "backup.create"})
 
 
 @contextlib.contextmanager
@@ -308,7 +306,7 @@ def artifact_put(
     _send("artifact.put", {
         "kind": kind, "title": title or source, "media_type": media_type or _guess_media_type(path),
         "content": _content(data), "provenance": {"source": source},
-    }, mutation=True, idempotency_key=idempotency_key)
+    }, idempotency_key=idempotency_key)
 
 
 @artifact_app.command("get")
@@ -378,7 +376,7 @@ def artifact_revise(
     _send("artifact.revise", _drop_none(
         artifact_id=artifact_id, if_revision=if_revision, title=title, media_type=media_type,
         content=_content(data), provenance={"source": source},
-    ), mutation=True, idempotency_key=idempotency_key)
+    ), idempotency_key=idempotency_key)
 
 
 @artifact_app.command("history")
@@ -399,8 +397,7 @@ def artifact_forget(
     idempotency_key: Optional[str] = IdemOption,
 ) -> None:
     """Tombstone an artifact: it leaves retrieval; exact reads still work."""
-    _send("artifact.forget", {"artifact_id": artifact_id, "reason": reason}, mutation=True,
-          idempotency_key=idempotency_key)
+    _send("artifact.forget", {"artifact_id": artifact_id, "reason": reason}, idempotency_key=idempotency_key)
 
 
 def _parse_evidence(values: Optional[list[str]]) -> list[dict[str, Any]]:
@@ -440,7 +437,7 @@ def claim_assert(
         claim_type=claim_type, statement=" ".join(statement), confidence=confidence,
         evidence=_parse_evidence(evidence), valid_from=valid_from, valid_until=valid_until,
         actor=os.environ.get("MEMOREE_ACTOR") or None,
-    ), mutation=True, idempotency_key=idempotency_key)
+    ), idempotency_key=idempotency_key)
 
 
 @claim_app.command("get")
@@ -473,7 +470,7 @@ def claim_revise(
     _send("claim.revise", _drop_none(
         claim_id=claim_id, if_revision=if_revision, statement=" ".join(statement),
         confidence=confidence, evidence=_parse_evidence(evidence),
-    ), mutation=True, idempotency_key=idempotency_key)
+    ), idempotency_key=idempotency_key)
 
 
 @claim_app.command("retract")
@@ -483,8 +480,7 @@ def claim_retract(
     idempotency_key: Optional[str] = IdemOption,
 ) -> None:
     """Retract a claim; its history stays."""
-    _send("claim.retract", {"claim_id": claim_id, "reason": reason}, mutation=True,
-          idempotency_key=idempotency_key)
+    _send("claim.retract", {"claim_id": claim_id, "reason": reason}, idempotency_key=idempotency_key)
 
 
 @app.command()
@@ -558,7 +554,7 @@ def link(
     _send("relation.put", {
         "source_type": source_type, "source_id": source_id, "relation": _relation_name(relation),
         "target_type": target_type, "target_id": target_id,
-    }, mutation=True, idempotency_key=idempotency_key)
+    }, idempotency_key=idempotency_key)
 
 
 @relation_app.command("list")
@@ -1032,7 +1028,7 @@ def band_add_file(
         description=description, actor=os.environ.get("MEMOREE_ACTOR") or None,
         file=_drop_none(csv=text, dataset_id=dataset_id or csv_file.stem, radius_m=radius_m,
                         captured_at=captured_at),
-    ), mutation=True, idempotency_key=idempotency_key)
+    ), idempotency_key=idempotency_key)
 
 
 @band_app.command("register")
@@ -1048,7 +1044,7 @@ def band_register(
     _send("band.register", _drop_none(
         band=band, unit=unit, tempo=tempo, provenance_class=provenance_class,
         description=description, actor=os.environ.get("MEMOREE_ACTOR") or None,
-    ), mutation=True, idempotency_key=idempotency_key)
+    ), idempotency_key=idempotency_key)
 
 
 @band_app.command("list")
@@ -1079,7 +1075,7 @@ def fact_attest(
     _send("fact.attest", _drop_none(
         cell=cell, band=band, value=_fact_value(value), tslot=tslot, observed_at=observed_at,
         confidence=confidence, actor=os.environ.get("MEMOREE_ACTOR") or None,
-    ), mutation=True, idempotency_key=idempotency_key)
+    ), idempotency_key=idempotency_key)
 
 
 @fact_app.command("recall")
@@ -1201,5 +1197,4 @@ def purge(
     idempotency_key: Optional[str] = IdemOption,
 ) -> None:
     """Erase an artifact's bytes from the CAS and the search index (the log keeps its digests)."""
-    _send("artifact.purge", {"artifact_id": artifact_id, "reason": reason}, mutation=True,
-          idempotency_key=idempotency_key)
+    _send("artifact.purge", {"artifact_id": artifact_id, "reason": reason}, idempotency_key=idempotency_key)
