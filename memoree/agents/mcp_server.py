@@ -34,6 +34,7 @@ import msgspec
 
 from memoree.agents.caller import Sender, canonical_json, derived_key, new_request
 from memoree.client.call import CallOptions
+from memoree.protocol.documents import error_body, error_document
 from memoree.protocol.ops import OPS, OpSpec, ToolHints, mcp_ops
 
 __all__ = ["AGENT_OPS", "ToolSpec", "build_tools", "derived_tool_key", "run", "tool_request"]
@@ -175,7 +176,4 @@ def _answer(sender: Sender, tools: dict[str, ToolSpec], name: str,
 
 
 def _failure(message: str) -> dict[str, Any]:
-    return {"v": 1, "request_id": "req_mcp", "ok": False,
-            "error": {"code": "INVALID_REQUEST", "message": f"invalid request: {message}",
-                      "retryable": False, "details": None},
-            "warnings": []}
+    return error_document("req_mcp", error_body("INVALID_REQUEST", f"invalid request: {message}"))

@@ -31,10 +31,10 @@ def _commands(typer_app: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tu
 
 
 def _sent_ops(function: Any) -> set[str]:
-    """The ops a CLI command sends through the request wrapper ``_send``."""
+    """The ops a CLI command sends through the request wrapper ``send``."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     return {node.args[0].value for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_send"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "send"
             and node.args and isinstance(node.args[0], ast.Constant)}
 
 
