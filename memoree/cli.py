@@ -971,12 +971,21 @@ def citation_get_command(
 
 @app.command("eval")
 def eval_command(
-    corpus_dir: Path = typer.Argument(..., help="A corpus folder with seed.jsonl, cases.jsonl and baseline.json."),
+    corpus_dir: Path = typer.Argument(..., help="A corpus folder with seed.jsonl, cases.jsonl and baseline.json, or a LoCoMo folder (26.json, ...)."),
     case: Optional[list[str]] = typer.Option(None, "--case", help="Run only this case (repeatable; skips the baseline)."),
     case_timeout_ms: int = typer.Option(60000, "--case-timeout-ms", help="Soft per-case budget (slow cases are listed)."),
     suite_timeout_ms: int = typer.Option(600000, "--suite-timeout-ms", help="Hard suite deadline (exit 124, no report)."),
+    only: Optional[list[str]] = typer.Option(None, "--only", help="LoCoMo: only this conversation, e.g. 26 (repeatable)."),
+    questions: Optional[int] = typer.Option(None, "--questions", help="LoCoMo: the first N questions of each conversation."),
+    json_output: bool = typer.Option(False, "--json", help="LoCoMo: print the summary as JSON instead of tables."),
+    report: Optional[Path] = typer.Option(None, "--report", help="LoCoMo: write per-question results (JSON Lines) here."),
 ) -> None:
-    """Seed a temporary store from a corpus, run every case, print metrics, gate on the baseline."""
+    """Seed a temporary store from a corpus (or a LoCoMo folder), run every case, print metrics."""
+    from memoree.admin.locomo import is_locomo_dir, run_cli
+
+    if is_locomo_dir(corpus_dir.expanduser()):
+        raise typer.Exit(run_cli(corpus_dir.expanduser().resolve(), only=only or (), questions=questions,
+                                 as_json=json_output, report=report))
     from memoree.evaluation import CorpusError, EvalOptions, main_report
 
     options = EvalOptions(case_ids=tuple(case or ()), case_timeout_ms=case_timeout_ms,

@@ -1,0 +1,1 @@
+"""Operator tools: verify, backup, export/import, evaluation."""
