@@ -296,13 +296,21 @@ def pack(conn: Any, run: SearchRun, budget: int) -> list[_Section]:
     then no longer repeats)."""
     sections: dict[int, _Section] = {}
     order: list[_Section] = []
+    blocks: dict[int, tuple[str, list[str]]] = {}
     used = 0
     for item in evidence_items(run):
         hit = item.hit
         section = sections.get(item.rank)
         if hit.entity_type == "claim":
-            risk = hit_risk_signals(hit.title, hit.excerpt)
-            text = claim_block(hit, risk, None)
+            if item.rank not in blocks:
+                # A claim's size does not depend on its signals unless it has some, so the
+                # (rare) risk line is computed once, and only for claims that could fit at all.
+                bare = claim_block(hit, [], None)
+                if _size(bare) > budget - used:
+                    continue
+                risk = hit_risk_signals(hit.title, hit.excerpt)
+                blocks[item.rank] = (claim_block(hit, risk, None), risk)
+            text, risk = blocks[item.rank]
             if _size(text) > budget - used:
                 continue
             section = _Section(hit, item.rank, risk, header=text, included=_size(hit.excerpt))
@@ -315,9 +323,13 @@ def pack(conn: Any, run: SearchRun, budget: int) -> list[_Section]:
             continue
         cost = _size(passage_block(passage)) if passage is not None else 0
         if section is None:
-            passages = run.passages.get(hit.revision_id, [])
-            risk = hit_risk_signals(hit.title, "\n".join([hit.excerpt, *(p.text for p in passages)]))
-            header = artifact_header(hit, risk)
+            if _size(artifact_header(hit, [])) + cost > budget - used:
+                continue
+            if item.rank not in blocks:
+                passages = run.passages.get(hit.revision_id, [])
+                risk = hit_risk_signals(hit.title, "\n".join([hit.excerpt, *(p.text for p in passages)]))
+                blocks[item.rank] = (artifact_header(hit, risk), risk)
+            header, risk = blocks[item.rank]
             if _size(header) + cost > budget - used:
                 continue
             section = _Section(hit, item.rank, risk, header=header)
