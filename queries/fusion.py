@@ -3,7 +3,7 @@
 This module owns how per-channel rankings become one order. Each retrieval channel is a
 ``Channel``: a name, an RRF weight and a function giving a candidate's score in that channel
 (``None``: the channel did not find it). ``fuse`` ranks every channel's candidates (score DESC,
-newest first), adds ``weight / (60 + rank)`` per channel, keeps exact-tier hits (every unit
+newest first, within each entity table), adds ``weight / (60 + rank)`` per channel, keeps exact-tier hits (every unit
 matched lexically) ordered by the lexical channel alone and ahead of the rest, and sorts with
 content-based tie-breaks. A new channel (a dense model, say) joins by appending a ``Channel``
 to the tuple passed to ``fuse``; it can reorder only non-exact hits. Then recency adds a bonus
@@ -43,11 +43,16 @@ CHANNELS: tuple[Channel, ...] = (LEXICAL, TYPO)
 
 
 def channel_ranks(candidates: Sequence[Candidate], channel: Channel) -> dict[int, int]:
-    """1-based rank of each candidate the channel scored: best score, then newest."""
-    scored = [(channel.score(c), c) for c in candidates]
-    ranked = sorted(((s, c) for s, c in scored if s is not None),
-                    key=lambda pair: (-pair[0], -pair[1].commit_seq))
-    return {id(c): rank for rank, (_, c) in enumerate(ranked, 1)}
+    """1-based rank of each candidate the channel scored: best score, then newest, ranked
+    within its entity table (a claim's and a document's scores are not on one scale: a short
+    statement's BM25 is not comparable with a long document's), so the tables interleave."""
+    ranks: dict[int, int] = {}
+    for entity_type in ("artifact", "claim"):
+        scored = [(channel.score(c), c) for c in candidates if c.entity_type == entity_type]
+        ranked = sorted(((s, c) for s, c in scored if s is not None),
+                        key=lambda pair: (-pair[0], -pair[1].commit_seq))
+        ranks.update({id(c): rank for rank, (_, c) in enumerate(ranked, 1)})
+    return ranks
 
 
 def fuse(candidates: list[Candidate], channels: Sequence[Channel] = CHANNELS) -> list[Candidate]:
