@@ -435,7 +435,7 @@ def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResul
         run = run_search(
             scope, query=inp.query, horizon=inp.horizon, reason=inp.reason, limit=inp.limit,
             include_historical=inp.include_historical, min_commit_seq=inp.min_commit_seq,
-            recency=inp.recency.enabled, qualified_only=True,
+            recency=inp.recency.enabled, qualified_only=True, every_passage=True,
         )
         claim_ids = [hit.entity_id for hit in run.hits if hit.entity_type == "claim"]
         conflicts, _ = open_conflicts(scope.conn, claim_ids, scope.ambient, inp.horizon)

@@ -332,11 +332,13 @@ def run_search(
     qualified_only: bool = False,
     analysis: AnalyzedQuery | None = None,
     with_candidates: bool = False,
+    every_passage: bool = False,
 ) -> SearchRun:
     """Run the §5 pipeline; ``qualified_only`` drops unqualified hits (recall/context/probe).
 
     ``with_candidates`` also cites and returns the unqualified candidate partition (probe and
-    recall candidates); otherwise only its counts are reported.
+    recall candidates); otherwise only its counts are reported. ``every_passage`` scores the
+    passages of every matching chunk of each artifact hit (context.build packs them).
     """
     check_reason(reason)
     check_limit("limit", limit, limits.MAX_SEARCH_ITEMS)
@@ -358,7 +360,7 @@ def run_search(
     for position, c in enumerate(window, 1):
         c.final_position = position
     scorer = PassageScorer(analysis, _shared_idf(runs, analysis), _corrections(runs))
-    passages = attach_citations(scope.conn, analysis, window + partition, scorer)
+    passages = attach_citations(scope.conn, analysis, window + partition, scorer, every_passage)
     return SearchRun(
         analysis=analysis, horizon=horizon, limit=limit, evaluated_at=scope.now,
         recency_enabled=recency, qualified_only=qualified_only,
