@@ -53,6 +53,7 @@ CONFLICT_HEADING = "\n## Unresolved contradictions\n"
 TRUNCATION_MARKER = "\n> … [excerpt truncated; fetch the exact cited revision]"
 NO_EXCERPT_NOTICE = "No text excerpt is available. Fetch the exact cited artifact revision.\n"
 MAX_QUOTED_TITLE_BYTES = 256
+CONTEXT_SHARE = 0.5
 ELLIPSIS = "…"
 
 
@@ -275,13 +276,29 @@ def evidence_items(run: SearchRun) -> list[_Item]:
             score = scorer.score(hit.excerpt)[0] if scorer else 0.0
             items.append(_Item(score, rank, 0, hit))
             continue
-        passages = [p for p in run.passages.get(hit.revision_id, []) if p.units]
-        if not passages:
+        scored = with_context(run.passages.get(hit.revision_id, []))
+        if not scored:
             items.append(_Item(0.0, rank, 0, hit))  # title-only match: the header alone
-        for order, passage in enumerate(passages):
-            items.append(_Item(passage.score, rank, order, hit, passage))
+        for order, (score, passage) in enumerate(scored):
+            items.append(_Item(score, rank, order, hit, passage))
     items.sort(key=lambda item: (-item.score, item.rank, item.order))
     return items
+
+
+def with_context(passages: list[Passage]) -> list[tuple[float, Passage]]:
+    """Matching passages at their score, and the lines next to a match (the reply to a matching
+    turn, the sentence after a matching one) at ``CONTEXT_SHARE`` of their best neighbour's."""
+    ordered = sorted(passages, key=lambda p: p.start)
+    found: list[tuple[float, Passage]] = []
+    for index, passage in enumerate(ordered):
+        if passage.units:
+            found.append((passage.score, passage))
+            continue
+        neighbours = [ordered[i].score for i in (index - 1, index + 1)
+                      if 0 <= i < len(ordered) and ordered[i].units]
+        if neighbours:
+            found.append((round(CONTEXT_SHARE * max(neighbours), 12), passage))
+    return found
 
 
 def _overlaps(passage: Passage, revision_id: str, shown: list[tuple[str, int, int]]) -> bool:
