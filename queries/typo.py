@@ -6,8 +6,9 @@ the projection's vocabulary by index lookups, never by scanning text: words one 
 symmetric-deletion index: one insertion, deletion, substitution or adjacent swap) and, for words
 of four or more characters, words the query word abbreviates (a prefix, at most
 ``PREFIX_CANDIDATES`` per scope). A correction must be in the horizon's vocabulary, be similar
-enough (normalized Levenshtein, computed by rapidfuzz in C: ≥ 0.80 for a one-word query, ≥ 0.72
-otherwise; prefixes count as matched) and match an in-horizon document. At most
+enough (normalized edit distance with adjacent swaps as one edit, optimal string alignment,
+computed by rapidfuzz in C: ≥ 0.80 for a one-word query, ≥ 0.72 otherwise; prefixes count as
+matched) and match an in-horizon document. At most
 ``MAX_CORRECTIONS`` per word are kept, most similar first; the documents they match become typo
 candidates, qualified when enough units match exactly or through a correction.
 """
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rapidfuzz.distance import Levenshtein
+from rapidfuzz.distance import OSA
 
 from memoree.projections.fts_vocab import MAX_VOCAB_WORD, MIN_VOCAB_WORD, deletions, fold
 
@@ -94,7 +95,7 @@ def corrections_for(conn: Any, horizon: Horizon, word: str, threshold: float) ->
     known = _in_vocabulary(conn, horizon, sorted(near)) | prefixed
     found = []
     for term in known:
-        similarity = Levenshtein.normalized_similarity(word, term)
+        similarity = OSA.normalized_similarity(word, term)
         prefix = term in prefixed
         if similarity >= threshold or prefix:
             found.append(Correction(term, round(similarity, 12), prefix))
