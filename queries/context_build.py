@@ -308,12 +308,13 @@ def _overlaps(passage: Passage, revision_id: str, shown: list[tuple[str, int, in
 
 def pack(conn: Any, run: SearchRun, budget: int) -> list[_Section]:
     """Choose evidence greedily, best first, while it fits ``budget`` bytes (exactly counted):
-    claims (citations and statement) and artifact passages compete on one score; then, with
-    what is left, claims bring their evidence passage's text (which their artifact's section
-    then no longer repeats)."""
+    claims (citations and statement) and artifact passages compete on one score, and a passage
+    a shown claim cites is not repeated; then, with what is left, claims bring their evidence
+    passage's text (which their artifact's section then no longer shows)."""
     sections: dict[int, _Section] = {}
     order: list[_Section] = []
     blocks: dict[int, tuple[str, list[str]]] = {}
+    cited: list[tuple[str, int, int]] = []
     used = 0
     for item in evidence_items(run):
         hit = item.hit
@@ -334,10 +335,11 @@ def pack(conn: Any, run: SearchRun, budget: int) -> list[_Section]:
             sections[item.rank] = section
             order.append(section)
             used += _size(text)
+            cited += _cited_spans(hit)
             continue
         passage = item.passage
-        if passage is not None and _is_title(passage, hit):
-            continue
+        if passage is not None and (_is_title(passage, hit) or _overlaps(passage, hit.revision_id, cited)):
+            continue  # shown already: as the title, or cited by a shown claim (which may bring its text)
         cost = _size(passage_block(passage)) if passage is not None else 0
         if section is None:
             if _size(artifact_header(hit, [])) + cost > budget - used:
@@ -361,6 +363,12 @@ def pack(conn: Any, run: SearchRun, budget: int) -> list[_Section]:
             used += cost
     _add_evidence_text(conn, order, budget - used)
     return order
+
+
+def _cited_spans(hit: SearchHit) -> list[tuple[str, int, int]]:
+    return [(loc["revision_id"], loc["start_byte"], loc["end_byte"])
+            for loc in hit.provenance.get("evidence") or []
+            if loc.get("start_byte") is not None and loc.get("end_byte") is not None]
 
 
 def _is_title(passage: Passage, hit: SearchHit) -> bool:
