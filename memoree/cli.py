@@ -986,6 +986,9 @@ def eval_command(
     if is_locomo_dir(corpus_dir.expanduser()):
         raise typer.Exit(run_cli(corpus_dir.expanduser().resolve(), only=only or (), questions=questions,
                                  as_json=json_output, report=report))
+    if only or questions is not None or report is not None:
+        typer.echo("error: --only, --questions and --report apply to LoCoMo folders", err=True)
+        raise typer.Exit(2)
     from memoree.evaluation import CorpusError, EvalOptions, main_report
 
     options = EvalOptions(case_ids=tuple(case or ()), case_timeout_ms=case_timeout_ms,

@@ -32,11 +32,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TextIO
 
 from memoree.eventlog.db import sqlite3
-from memoree.evaluation import Client, SyntheticClock
+from memoree.evaluation import Client, CorpusError, SyntheticClock
 from memoree.service import Service
 
 __all__ = [
@@ -167,7 +168,7 @@ class Conversation:
     questions: list[Question]
     dropped_observation_ids: int = 0
 
-    @property
+    @cached_property
     def turns(self) -> dict[str, Turn]:
         return {t.dia_id: t for s in self.sessions.values() for t in s.turns}
 
@@ -214,9 +215,10 @@ def session_document(number: int, date: str, speakers: tuple[str, str],
     parts, turns = [heading], []
     offset = len(heading.encode("utf-8"))
     for raw in raw_turns:
-        caption = collapse(raw.get("blip_caption") or "") or None
-        turn = Turn(str(raw.get("dia_id", "")), number, collapse(str(raw.get("speaker", ""))),
-                    collapse(str(raw.get("text", ""))), caption)
+        if not isinstance(raw, dict) or not all(isinstance(raw.get(k), str) for k in ("dia_id", "speaker", "text")):
+            raise LocomoError(f"session {number}: a turn is not an object with string dia_id, speaker and text")
+        caption = collapse(str(raw.get("blip_caption") or "")) or None
+        turn = Turn(raw["dia_id"], number, collapse(raw["speaker"]), collapse(raw["text"]), caption)
         size = len(turn.line.encode("utf-8"))
         turns.append(Turn(turn.dia_id, number, turn.speaker, turn.text, caption, offset, offset + size))
         parts.append(turn.line + "\n")
@@ -247,7 +249,10 @@ def read_conversation(path: Path) -> Conversation:
         if match and isinstance(value, list) and value:
             number = int(match[1])
             date = str(document.get(f"session_{number}_date_time", ""))
-            text, turns = session_document(number, date, speakers, value)
+            try:
+                text, turns = session_document(number, date, speakers, value)
+            except LocomoError as exc:
+                raise LocomoError(f"{path.name}: {exc}") from None
             sessions[number] = Session(number, date, text, turns)
     if not sessions:
         raise LocomoError(f"{path.name}: no session_N turn lists")
@@ -267,9 +272,11 @@ def read_conversation(path: Path) -> Conversation:
     for index, qa in enumerate(_require(document, "qa", list, path.name)):
         if not isinstance(qa, dict) or not isinstance(qa.get("question"), str):
             raise LocomoError(f"{path.name}: qa[{index}] has no question")
+        if not isinstance(qa.get("category"), int):
+            raise LocomoError(f"{path.name}: qa[{index}] has no integer category")
         gold, dropped = normalize_dia_ids(qa.get("evidence") or [], known)
         conversation.questions.append(Question(
-            name, index, qa["question"], int(qa.get("category", 0)),
+            name, index, qa["question"], qa["category"],
             qa.get("answer", qa.get("adversarial_answer")), gold, dropped))
     return conversation
 
@@ -424,7 +431,8 @@ def turn_found(answer: Answer, turn: Turn, session: Session) -> bool:
         end = session.size if citation.end is None else citation.end
         if end - start <= WIDE_CITATION_BYTES:
             return True
-        # A wider citation counts only with the turn's text, which this answer does not hold.
+        # A wider citation counts only with the turn's text. The text returned with any citation
+        # is at most the op's whole returned text, which does not hold it (checked above).
     return False
 
 
@@ -494,6 +502,7 @@ class LocomoOptions:
 class QuestionRun:
     question: Question
     found: dict[str, list[str]] = field(default_factory=dict)
+    returned: dict[str, dict[str, int]] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
     presence: str | None = None
     errors: dict[str, str] = field(default_factory=dict)
@@ -510,7 +519,7 @@ class QuestionRun:
             "category": q.category, "category_name": CATEGORIES.get(q.category, "adversarial"),
             "answer": q.answer, "gold": list(q.gold), "dropped_evidence": list(q.dropped_evidence),
             "found": self.found, "coverage": {op: self.coverage(op) for op in self.found},
-            "presence": self.presence, "latency_ms": {k: round(v, 3) for k, v in self.latency_ms.items()},
+            "returned": self.returned, "presence": self.presence, "latency_ms": {k: round(v, 3) for k, v in self.latency_ms.items()},
             **({"errors": self.errors} if self.errors else {}),
         }
 
@@ -534,8 +543,12 @@ class Asker:
         return envelope["result"]
 
     def score(self, run: QuestionRun, name: str, result: dict[str, Any] | None) -> None:
-        answer = answer_from_result(result) if result is not None else Answer("")
+        self.record(run, name, answer_from_result(result) if result is not None else Answer(""))
+
+    def record(self, run: QuestionRun, name: str, answer: Answer) -> None:
         run.found[name] = found_turns(answer, run.question, self.conversation)
+        run.returned[name] = {"text_bytes": len(answer.text.encode("utf-8")),
+                              "citations": len(answer.citations)}
 
     def ask(self, question: Question) -> QuestionRun:
         run = QuestionRun(question)
@@ -553,8 +566,7 @@ class Asker:
             started = time.perf_counter()
             packed = self.index.pack(question.question, budget)
             run.latency_ms[f"bm25@{budget}"] = (time.perf_counter() - started) * 1000
-            answer = Answer(packed)
-            run.found[f"bm25@{budget}"] = found_turns(answer, question, self.conversation)
+            self.record(run, f"bm25@{budget}", Answer(packed))
         return run
 
     def close(self) -> None:
@@ -744,7 +756,7 @@ def run_cli(directory: Path, *, only: Sequence[str] = (), questions: int | None 
             summary = evaluate_locomo(directory, options, progress=reporter, phase=reporter.phase)
         if report is not None:
             write_report(report, summary["questions"])
-    except (LocomoError, OSError) as exc:
+    except (LocomoError, CorpusError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if as_json:

@@ -132,6 +132,16 @@ class TestReading:
         (tmp_path / "bad" / "1.json").write_text(json.dumps({"qa": [], "session_1": []}))
         with pytest.raises(LocomoError, match="speaker_a"):
             read_conversation(tmp_path / "bad" / "1.json")
+        document = conversation_document()
+        document["session_2"].append("not a turn")
+        (tmp_path / "bad" / "2.json").write_text(json.dumps(document))
+        with pytest.raises(LocomoError, match="2.json: session 2: a turn is not an object"):
+            read_conversation(tmp_path / "bad" / "2.json")
+        document = conversation_document()
+        document["qa"][0]["category"] = "four"
+        (tmp_path / "bad" / "3.json").write_text(json.dumps(document))
+        with pytest.raises(LocomoError, match="integer category"):
+            read_conversation(tmp_path / "bad" / "3.json")
 
 
 class TestLoading:
@@ -263,8 +273,14 @@ class TestRun:
         assert summary["conversations"] == ["8"] and summary["question_count"] == 3
         rows = [json.loads(line) for line in report.read_text().splitlines()]
         assert [(r["conversation"], r["index"]) for r in rows] == [("8", 0), ("8", 1), ("8", 2)]
-        assert {"question", "category", "gold", "found", "coverage", "latency_ms"} <= set(rows[0])
+        assert {"question", "category", "gold", "found", "coverage", "returned", "latency_ms"} <= set(rows[0])
+        assert 0 < rows[0]["returned"]["bm25@2000"]["text_bytes"] <= 2000
         table = CliRunner().invoke(app, ["eval", str(dev), "--only", "7"])
         assert table.exit_code == 0 and "| memory.recall vs bm25@2000 |" in table.stdout
         missing = CliRunner().invoke(app, ["eval", str(dev), "--only", "99"])
         assert missing.exit_code == 2 and "99.json" in missing.output
+        corpus = tmp_path / "corpus"
+        corpus.mkdir()
+        (corpus / "seed.jsonl").write_text("")
+        misplaced = CliRunner().invoke(app, ["eval", str(corpus), "--report", str(report)])
+        assert misplaced.exit_code == 2 and "apply to LoCoMo folders" in misplaced.output

@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     for name, runner, extra in (
         ("put", put.main, []), ("daemon", daemon.main, []), ("peer", peer.main, []),
         ("bulk", bulk.main, [] if args.quick else ["--n", "100000"]),
-        ("search", search.main, []), ("recall", recall.main, []), ("locomo", locomo.main, []),
+        ("search", search.main, []), ("recall", recall.main, []),
+        ("locomo", locomo.main, [] if args.quick else ["--questions", "40"]),
     ):
         print(f"\n== {name}")
         rows += runner(quick + extra)

@@ -6,10 +6,11 @@ Loads the conversations the way ``memoree eval`` does (one project per conversat
 per session, one claim per observation citing its turns; ``memoree.admin.locomo``) into a data
 dir, starts ``memoree serve`` on it, and sends every question's ``context.build`` (2,000 bytes),
 ``memory.recall`` (defaults) and ``search`` (limit 10) over the socket, one connection per
-request as a client would, after one warm-up pass. The baseline, measured in the same run on the
+request as a client would, after a warm-up of 20 questions. The baseline, measured in the same run on the
 same questions, is the evaluation's raw FTS5 query: BM25 over one row per turn, top turns packed
 into 2,000 bytes (``TurnIndex.pack``). Rows are p50 and p99 in milliseconds; the ratio is
-ours/baseline. Skipped, with the reason, when the data folder is absent.
+ours/baseline. A last row, the daemon round trip of ``capabilities`` (socket, framing, dispatch),
+says how much of a request is transport. Skipped, with the reason, when the data folder is absent.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ OPS: dict[str, tuple[str, dict]] = {
     "search (limit 10)": ("search", {"limit": 10}),
 }
 BASELINE_NAME = "FTS5 bm25 over turns + pack"
+ROUND_TRIP = "capabilities"
+WARM_UP = 20
 
 
 def load_store(data_dir: Path, conversations: list[Conversation]) -> None:
@@ -75,10 +78,10 @@ def timed_ms(fn: Callable[[], object]) -> float:
 
 def measure(endpoint: Endpoint, asked: list[tuple[Conversation, Question]],
             indexes: dict[str, TurnIndex]) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {name: [] for name in (*OPS, BASELINE_NAME)}
+    samples: dict[str, list[float]] = {name: [] for name in (*OPS, BASELINE_NAME, ROUND_TRIP)}
     counter = 0
-    for timing in (False, True):  # one warm-up pass, then the measured one
-        for conversation, question in asked:
+    for timing, batch in ((False, asked[:WARM_UP]), (True, asked)):
+        for conversation, question in batch:
             for name, (op, extra) in OPS.items():
                 counter += 1
                 payload = {"query": question.question, **extra}
@@ -87,8 +90,10 @@ def measure(endpoint: Endpoint, asked: list[tuple[Conversation, Question]],
                     samples[name].append(ms)
             index = indexes[conversation.name]
             ms = timed_ms(lambda: index.pack(question.question, BUDGET))
+            round_trip = timed_ms(lambda: daemon_request(endpoint, counter, "capabilities", {}, conversation.context))
             if timing:
                 samples[BASELINE_NAME].append(ms)
+                samples[ROUND_TRIP].append(round_trip)
     return samples
 
 
@@ -125,6 +130,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     rows = [Row(f"locomo {name} p{q}", percentile(samples[name], q), percentile(baseline, q), "ms",
                 BASELINE_NAME, False)
             for name in OPS for q in (50, 99)]
+    rows.append(Row("locomo daemon round trip (capabilities) p50", percentile(samples[ROUND_TRIP], 50),
+                    percentile(baseline, 50), "ms", BASELINE_NAME, False))
     print(f"{len(conversations)} conversations loaded in {loaded:.1f} s; {len(asked)} questions, "
           "each op once per question through a warm daemon")
     print_table(rows)
