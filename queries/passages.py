@@ -295,7 +295,7 @@ def attach_citations(conn: Any, analysis: AnalyzedQuery, candidates: Sequence[Ca
     rows = chunks_of(conn, [c.revision_id for c in artifacts])
     all_rows = [ch for c in artifacts for ch in rows.get(c.revision_id, [])]
     match = chunk_matches(conn, analysis, all_rows)
-    if any(c.typo_units for c in artifacts):
+    if any(c.typo_expressions for c in artifacts):
         typo_match = _typo_chunk_matches(conn, artifacts, rows)
         for chunk_id, units in typo_match.items():
             match.units.setdefault(chunk_id, set()).update(units)
@@ -312,11 +312,10 @@ def _typo_chunk_matches(conn: Any, artifacts: Sequence[Candidate],
     """Chunks holding a typo candidate's corrections (so a typo-only hit cites where they are)."""
     found: dict[int, set[int]] = {}
     for c in artifacts:
-        corrections = c.retrieval_keys.pop("_typo_expressions", None)
-        if not corrections:
+        if not c.typo_expressions:
             continue
         ids = [ch.chunk_id for ch in rows.get(c.revision_id, [])]
-        for index, expression in corrections:
+        for index, expression in c.typo_expressions:
             for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids):
                 found.setdefault(chunk_id, set()).add(index)
     return found

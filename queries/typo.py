@@ -25,9 +25,9 @@ from rapidfuzz.distance import OSA
 from memoree.projections.fts_vocab import MAX_VOCAB_WORD, MIN_VOCAB_WORD, deletions, fold
 
 from .analysis import AnalyzedQuery, fts_phrase
-from .candidates import Candidate, Horizon, Table, UnitMatches, match_expression_docs
+from .candidates import Candidate, Horizon, Table, UnitMatches, match_expression_docs, unit_idf
 
-__all__ = ["Correction", "TypoUnit", "corrections_for", "fuzzy_qualify", "typo_units"]
+__all__ = ["Correction", "TypoUnit", "corrections_for", "fuzzy_qualify", "typo_idf", "typo_units"]
 
 SINGLE_WORD_SIMILARITY = 0.80
 SEVERAL_WORDS_SIMILARITY = 0.72
@@ -156,8 +156,6 @@ def fuzzy_qualify(candidate: Candidate, analysis: AnalyzedQuery, exact: Sequence
 
 def typo_idf(typos: Sequence[TypoUnit], doc_count: int, idf: list[float]) -> list[float]:
     """IDF per unit with each corrected unit's frequency taken from its corrections' matches."""
-    from .candidates import unit_idf
-
     result = list(idf)
     for t in typos:
         result[t.index] = unit_idf(len(t.docs), doc_count)
