@@ -30,6 +30,7 @@ from memoree.eventlog.postgres import (
 )
 from memoree.eventlog.replica import CATCH_UP_PAGE, REPLICA_SYNCHRONOUS, behind, catch_up
 from memoree.eventlog.store import EventSink
+from memoree.log import logger
 
 __all__ = ["Follower"]
 
@@ -38,7 +39,6 @@ MAX_BACKOFF_S = 5.0
 
 class Follower(threading.Thread):
     """Follows the shared log into one host's SQLite file until stopped."""
-
     def __init__(self, url: str, db_path: Path, make_sink: Callable[[Any], EventSink], *,
                  poll_s: float = 0.5, local_lock: Any = None) -> None:
         super().__init__(name="memoree-follower", daemon=True)
@@ -129,7 +129,6 @@ class Follower(threading.Thread):
         self._listen = self._store = self._local = None
 
     def _report(self, exc: Exception) -> None:
-        from memoree.log import logger
 
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         if message != self.last_error:

@@ -18,12 +18,21 @@ import msgspec
 from blake3 import blake3
 
 from memoree.errors import MemoreeError
-from memoree.eventlog.checkpoints import HASHER, Checkpoint, leaf_hashes, list_checkpoints, parse_note
+from memoree.eventlog.checkpoints import (
+    HASHER,
+    Checkpoint,
+    leaf_hashes,
+    list_checkpoints,
+    parse_note,
+)
+from memoree.eventlog.db import sqlite3
 from memoree.eventlog.keys import verify_signature
 from memoree.eventlog.merkle import CompactTree
 from memoree.eventlog.sealing import event_hashes, origin
 from memoree.eventlog.store import first_chain_break
+from memoree.projections import sync_projectors
 from memoree.projections.base import owned_tables
+from memoree.projections.beside import ScratchBuild, remove_dead_scratches
 from memoree.projections.fts import FTS_INDEXES
 
 __all__ = ["projection_fingerprint", "verify"]
@@ -164,7 +173,6 @@ def projection_fingerprint(conn: Any, tables: list[str]) -> str:
 def _check_text_indexes(conn: Any, report: _Report) -> None:
     """FTS5's own check that each live full-text index is sound and matches the rows it indexes
     (rank 1 asks for the comparison with the content table, not only the index's structure)."""
-    from memoree.eventlog.db import sqlite3
 
     for index in FTS_INDEXES:
         try:
@@ -175,9 +183,6 @@ def _check_text_indexes(conn: Any, report: _Report) -> None:
 
 
 def _compare_projections(engine: Any, upto: int, report: _Report) -> dict[str, Any]:
-    from memoree.projections import sync_projectors
-    from memoree.projections.beside import ScratchBuild, remove_dead_scratches
-
     results: dict[str, Any] = {}
     # Outside the data dir: verify writes nothing there. Rows are compared, so the scratch builds
     # no full-text index pages (the live ones get FTS5's own integrity check instead).

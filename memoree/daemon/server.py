@@ -31,9 +31,15 @@ import msgspec
 from memoree import __version__, limits
 from memoree.client.transport import Endpoint
 from memoree.errors import ConfigError, ContentTooLarge, InternalError, MemoreeError, TransportError
+from memoree.eventlog.sealing import BATCH_SECONDS, maybe_seal
+from memoree.eventlog.sqlite import storage_errors
 from memoree.hosts import is_loopback
-from memoree.protocol.framing import FrameTooLarge, FrameTruncated, read_frame, write_frame
+from memoree.log import logger
 from memoree.protocol.envelope import error_envelope
+from memoree.protocol.framing import FrameTooLarge, FrameTruncated, read_frame, write_frame
+from memoree.protocol.ops import OPS
+from memoree.service.engine import prepare_data_dir
+from memoree.service.service import Service, _salvage_request_id
 
 __all__ = ["Daemon", "serve"]
 
@@ -60,7 +66,6 @@ def _acquire_lock(path: Path, what: str) -> int:
 
 class Writer(threading.Thread):
     """The one thread that touches the store; it batches waiting mutations into one commit."""
-
     def __init__(self, service: Any) -> None:
         super().__init__(name="memoree-writer", daemon=True)
         self.service = service
@@ -77,7 +82,6 @@ class Writer(threading.Thread):
         self.inbox.put(None)
 
     def run(self) -> None:
-        from memoree.eventlog.sealing import BATCH_SECONDS
 
         while True:
             try:
@@ -102,12 +106,10 @@ class Writer(threading.Thread):
 
     def _seal(self, *, force_age: bool) -> None:
         """Close a Merkle batch when one is full, or (on idle) when any event is unsealed."""
-        from memoree.eventlog.sealing import maybe_seal
 
         try:
             maybe_seal(self.service.engine, force_age=force_age)
         except Exception as exc:  # sealing must never take the writer down
-            from memoree.log import logger
 
             logger().error("seal_failed", exc_info=exc)
 
@@ -122,7 +124,6 @@ class Writer(threading.Thread):
             future.set_result(self.service.handle_bytes(raw).body)
 
     def _is_mutation(self, raw: bytes) -> bool:
-        from memoree.protocol.ops import OPS
 
         try:
             spec = OPS.get(_op_decoder.decode(raw).op)
@@ -150,14 +151,11 @@ class Writer(threading.Thread):
 
 
 def _with_request_id(raw: bytes, error: MemoreeError) -> bytes:
-    from memoree.service.service import _salvage_request_id
-
     return error_envelope(_salvage_request_id(raw, "req_transport"), error.to_body())
 
 
 class Daemon:
     """A listening socket, its locks, the connection threads and the writer."""
-
     def __init__(self, service: Any, endpoint: Endpoint, *, lifecycle_owner: str = "external",
                  allow_non_loopback: bool = False, http: tuple[str, int] | None = None) -> None:
         self.service = service
@@ -173,10 +171,8 @@ class Daemon:
         self.listener: socket.socket | None = None
 
     def start(self) -> None:
-        from memoree.service.engine import prepare_data_dir
 
         for warning in prepare_data_dir(self.service.data_dir):
-            from memoree.log import logger
 
             logger().warning("data_dir_permissions_tightened", detail=warning)
         self._locks.append(_acquire_lock(self.service.data_dir / "memoreed.lock", f"data dir {self.service.data_dir}"))
@@ -306,18 +302,14 @@ def _answers(path: Path) -> bool:
 def serve(data_dir: Path, endpoint: Endpoint, *, lifecycle_owner: str = "external",
           allow_non_loopback: bool = False, http: tuple[str, int] | None = None) -> None:
     """Run a daemon until SIGINT or SIGTERM (with the emem REST front when ``http`` is given)."""
-    from memoree.service.service import Service
-
     service = Service(data_dir)
     daemon = Daemon(service, endpoint, lifecycle_owner=lifecycle_owner, allow_non_loopback=allow_non_loopback,
                     http=http)
-    from memoree.eventlog.sqlite import storage_errors
 
     with storage_errors():  # e.g. a full disk: a typed failure, never a traceback
         daemon.start()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: daemon.stop())
-    from memoree.log import logger
 
     logger().info("daemon_started", pid=os.getpid(), endpoint=str(endpoint), data_dir=str(data_dir),
                   version=__version__)

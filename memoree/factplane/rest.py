@@ -31,7 +31,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from memoree import __version__
 from memoree.factplane.emem.cell64 import CELL64_PATTERN
+from memoree.ids import new_id
+from memoree.log import logger
 
 __all__ = ["ERROR_CATALOGUE", "build_app", "openapi_document"]
 
@@ -110,7 +113,6 @@ class _Request(BaseModel):
 
 class RecallScope(_Request):
     """emem's multi-tenant four-tuple; set fields filter to facts written under exactly it."""
-
     user_id: str | None = None
     agent_id: str | None = None
     run_id: str | None = None
@@ -161,7 +163,6 @@ class AsOfOut(_Response):
 
 class Receipt(_Response):
     """Ed25519-signed receipt (preimage_version 2). Store and forward its exact bytes."""
-
     request_id: str
     served_at: str
     primitive: str
@@ -294,12 +295,10 @@ def _raw_json(content: bytes, status: int = 200) -> Response:
 
 class Api:
     """The endpoints, each a protocol request through ``submit``."""
-
     def __init__(self, submit: Submit) -> None:
         self.submit = submit
 
     async def call(self, op: str, payload: dict[str, Any]) -> bytes:
-        from memoree.ids import new_id
 
         request = {"v": 1, "request_id": new_id("req"), "op": op, "input": payload}
         raw = await asyncio.wrap_future(self.submit(json.dumps(request).encode()))
@@ -368,7 +367,6 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
-    from memoree.log import logger
 
     logger().error("http_request_failed", path=request.url.path, exc_info=exc)
     return error_response(EmemHttpError("internal", f"internal error: {type(exc).__name__}"),
@@ -425,7 +423,6 @@ def openapi_document() -> dict[str, Any]:
             operation["requestBody"] = {"required": True, "content": {"application/json": {
                 "schema": {"$ref": f"#/components/schemas/{request_model.__name__}"}}}}
         paths.setdefault(path, {})[method] = operation
-    from memoree import __version__
 
     return {
         "openapi": "3.1.0",
