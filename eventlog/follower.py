@@ -129,7 +129,6 @@ class Follower(threading.Thread):
         self._listen = self._store = self._local = None
 
     def _report(self, exc: Exception) -> None:
-
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         if message != self.last_error:
             expected = isinstance(exc, MemoreeError | DriverError | sqlite3.Error)

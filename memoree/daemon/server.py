@@ -82,7 +82,6 @@ class Writer(threading.Thread):
         self.inbox.put(None)
 
     def run(self) -> None:
-
         while True:
             try:
                 item = self.inbox.get(timeout=BATCH_SECONDS)
@@ -124,7 +123,6 @@ class Writer(threading.Thread):
             future.set_result(self.service.handle_bytes(raw).body)
 
     def _is_mutation(self, raw: bytes) -> bool:
-
         try:
             spec = OPS.get(_op_decoder.decode(raw).op)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
@@ -171,7 +169,6 @@ class Daemon:
         self.listener: socket.socket | None = None
 
     def start(self) -> None:
-
         for warning in prepare_data_dir(self.service.data_dir):
 
             logger().warning("data_dir_permissions_tightened", detail=warning)

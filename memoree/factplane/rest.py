@@ -35,6 +35,7 @@ from memoree import __version__
 from memoree.factplane.emem.cell64 import CELL64_PATTERN
 from memoree.ids import new_id
 from memoree.log import logger
+from memoree.protocol.documents import request_document
 
 __all__ = ["ERROR_CATALOGUE", "build_app", "openapi_document"]
 
@@ -299,8 +300,7 @@ class Api:
         self.submit = submit
 
     async def call(self, op: str, payload: dict[str, Any]) -> bytes:
-
-        request = {"v": 1, "request_id": new_id("req"), "op": op, "input": payload}
+        request = request_document(new_id("req"), op, payload)
         raw = await asyncio.wrap_future(self.submit(json.dumps(request).encode()))
         envelope = _envelope.decode(raw)
         if not envelope.ok:
@@ -367,7 +367,6 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
-
     logger().error("http_request_failed", path=request.url.path, exc_info=exc)
     return error_response(EmemHttpError("internal", f"internal error: {type(exc).__name__}"),
                           request.url.path)
