@@ -39,6 +39,7 @@ MAX_BACKOFF_S = 5.0
 
 class Follower(threading.Thread):
     """Follows the shared log into one host's SQLite file until stopped."""
+
     def __init__(self, url: str, db_path: Path, make_sink: Callable[[Any], EventSink], *,
                  poll_s: float = 0.5, local_lock: Any = None) -> None:
         super().__init__(name="memoree-follower", daemon=True)

@@ -65,6 +65,7 @@ __all__ = ["SharedLog", "require_recorded_key"]
 
 class SharedLog:
     """The event store of a host in shared mode: PostgreSQL log, local replica and projections."""
+
     def __init__(self, url: str, conn: Any, db_path: Path) -> None:
         self.url = url
         self.conn = conn
@@ -271,7 +272,6 @@ class SharedLog:
                     if catch_up(self.pg, self.conn, self.apply, max_events=CATCH_UP_PAGE) == 0:
                         return
         except (MemoreeError, sqlite3.Error) as exc:
-
             logger().warning("shared_log_catch_up_failed", error=getattr(exc, "message", str(exc)))
 
 

@@ -58,6 +58,7 @@ def remove_dead_scratches(parent: Path) -> None:
 
 class ScratchBuild:
     """One scratch database holding a replay of the log up to ``position``."""
+
     def __init__(self, parent: Path, projectors: Sequence[Projector]) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=parent))
         self.path = self.folder / "scratch.sqlite3"

@@ -74,7 +74,6 @@ def quarantine_dir(data_dir: Path | None = None) -> Path:
     if explicit:
         return Path(explicit).expanduser()
     if data_dir is None:
-
         data_dir = default_data_dir()
     data_dir = Path(data_dir).expanduser().absolute()
     return data_dir.parent / f"{data_dir.name}-pending"

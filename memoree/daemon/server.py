@@ -66,6 +66,7 @@ def _acquire_lock(path: Path, what: str) -> int:
 
 class Writer(threading.Thread):
     """The one thread that touches the store; it batches waiting mutations into one commit."""
+
     def __init__(self, service: Any) -> None:
         super().__init__(name="memoree-writer", daemon=True)
         self.service = service
@@ -105,7 +106,6 @@ class Writer(threading.Thread):
 
     def _seal(self, *, force_age: bool) -> None:
         """Close a Merkle batch when one is full, or (on idle) when any event is unsealed."""
-
         try:
             maybe_seal(self.service.engine, force_age=force_age)
         except Exception as exc:  # sealing must never take the writer down
@@ -154,6 +154,7 @@ def _with_request_id(raw: bytes, error: MemoreeError) -> bytes:
 
 class Daemon:
     """A listening socket, its locks, the connection threads and the writer."""
+
     def __init__(self, service: Any, endpoint: Endpoint, *, lifecycle_owner: str = "external",
                  allow_non_loopback: bool = False, http: tuple[str, int] | None = None) -> None:
         self.service = service
@@ -170,7 +171,6 @@ class Daemon:
 
     def start(self) -> None:
         for warning in prepare_data_dir(self.service.data_dir):
-
             logger().warning("data_dir_permissions_tightened", detail=warning)
         self._locks.append(_acquire_lock(self.service.data_dir / "memoreed.lock", f"data dir {self.service.data_dir}"))
         self.service.engine  # open (and if needed rebuild) the store before accepting anyone

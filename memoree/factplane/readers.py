@@ -72,6 +72,7 @@ NO_BANDS_CAVEAT = "no bands were named: existing facts are returned and nothing 
 
 class LatencyHistogram:
     """Per-primitive latency buckets; p50/p99 are reported as bucket upper bounds (emem §3.7)."""
+
     def __init__(self) -> None:
         self.counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
 

@@ -296,6 +296,7 @@ def _raw_json(content: bytes, status: int = 200) -> Response:
 
 class Api:
     """The endpoints, each a protocol request through ``submit``."""
+
     def __init__(self, submit: Submit) -> None:
         self.submit = submit
 

@@ -57,6 +57,7 @@ def prepare_data_dir(path: Path) -> list[str]:
 
 class Engine:
     """The store behind the service: one writer connection and everything that shares it."""
+
     def __init__(
         self,
         data_dir: str | os.PathLike[str],
@@ -73,7 +74,6 @@ class Engine:
         self.data_dir = data_dir
         self.warnings = prepare_data_dir(self.data_dir)
         for warning in self.warnings:
-
             logger().warning("data_dir_permissions_tightened", detail=warning)
         db_path = self.data_dir / DB_FILENAME
         fresh = not db_path.exists()
@@ -203,7 +203,6 @@ class Engine:
         """Erase the files of purged blobs again: a crash may have hit between commit and unlink."""
         rows = self.conn.execute("SELECT data FROM events WHERE type = 'artifact.purged'").fetchall()
         for (data,) in rows:
-
             for digest in decode_payload(decode_envelope(bytes(data))).blob_hashes:
                 if not self.cas.stored_again(digest):  # bytes put again later belong to a live artifact
                     self.cas.erase_file(digest)
