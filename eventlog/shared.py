@@ -35,21 +35,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memoree.errors import InternalError, MemoreeError
+from memoree.errors import ConfigError, InternalError, MemoreeError
 from memoree.eventlog.checkpoints import Checkpoint, list_checkpoints
 from memoree.eventlog.db import sqlite3
+from memoree.eventlog.follower import Follower
 from memoree.eventlog.postgres import PostgresContentStore, PostgresEventStore
 from memoree.eventlog.replica import (
-    INSERT_NOOP,
-    local_counts,
-    store_replica,
     CATCH_UP_PAGE,
+    INSERT_NOOP,
     READ_WAIT_S,
     REPLICA_SYNCHRONOUS,
     catch_up,
     has_projections,
+    local_counts,
     replica_head,
     require_same_history,
+    store_replica,
 )
 from memoree.eventlog.sqlite import savepoint
 from memoree.eventlog.store import (
@@ -61,6 +62,7 @@ from memoree.eventlog.store import (
     RecordedEvent,
     StaleDecision,
 )
+from memoree.log import logger
 
 __all__ = ["SharedLog", "require_recorded_key"]
 
@@ -107,7 +109,6 @@ class SharedLog:
                poll_s: float = 0.5) -> None:
         """Attach the engine's projections (``apply``, kept current in every transaction) and start
         following; ``make_sink(cas)`` builds the follower's own projections on its own connection."""
-        from memoree.eventlog.follower import Follower
 
         self.apply = apply
         self.follower = Follower(self.url, self.db_path, make_sink, poll_s=poll_s,
@@ -346,8 +347,6 @@ class SharedLog:
                     if catch_up(self.pg, self.conn, self.apply, max_events=CATCH_UP_PAGE) == 0:
                         return
         except (MemoreeError, sqlite3.Error) as exc:
-            from memoree.log import logger
-
             logger().warning("shared_log_catch_up_failed", error=getattr(exc, "message", str(exc)))
 
 
@@ -357,7 +356,6 @@ def require_recorded_key(recorded: dict[int, str], key: Any) -> None:
     Every host that seals or attests must hold the same node key (copy ``keys/`` from the host
     that recorded the epoch); a host with another key would sign checkpoints nobody can verify.
     """
-    from memoree.errors import ConfigError
 
     if recorded.get(key.epoch) != key.public_b32:
         raise ConfigError(

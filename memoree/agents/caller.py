@@ -17,6 +17,10 @@ from typing import Any
 from blake3 import blake3
 
 from memoree.client import call as callcmd
+from memoree.client.context import ContextResolutionError, resolve
+from memoree.errors import ConfigError, error_class_for_code
+from memoree.ids import new_id
+from memoree.protocol.documents import request_document
 
 __all__ = ["Sender", "canonical_json", "derived_key", "envelope_error", "freeze_context", "new_request"]
 
@@ -35,15 +39,10 @@ def derived_key(prefix: str, logical_op: str, part: str) -> str:
 def new_request(op: str, payload: dict[str, Any], *, idempotency_key: str | None = None,
                 context: dict[str, Any] | None = None, context_source: str | None = None) -> dict[str, Any]:
     """A protocol request document with a fresh ``req_`` id."""
-    from memoree.ids import new_id
-
-    document: dict[str, Any] = {"v": 1, "request_id": new_id("req"), "op": op, "input": payload}
-    if idempotency_key is not None:
-        document["idempotency_key"] = idempotency_key
-    if context is not None:
-        document["context"] = context
-        document["context_source"] = context_source or "explicit"
-    return document
+    if context is None:
+        return request_document(new_id("req"), op, payload, idempotency_key=idempotency_key)
+    return request_document(new_id("req"), op, payload, idempotency_key=idempotency_key,
+                            context=context, context_source=context_source or "explicit")
 
 
 def freeze_context() -> tuple[dict[str, Any], str] | None:
@@ -51,8 +50,6 @@ def freeze_context() -> tuple[dict[str, Any], str] | None:
 
     Raises ``ConfigError`` for a malformed marker, variable or config section.
     """
-    from memoree.client.context import ContextResolutionError, resolve
-    from memoree.errors import ConfigError
 
     try:
         return resolve()
@@ -62,8 +59,6 @@ def freeze_context() -> tuple[dict[str, Any], str] | None:
 
 def envelope_error(envelope: dict[str, Any]) -> Any:
     """The typed error a failure envelope carries (``MemoreeError`` subclass instance)."""
-    from memoree.errors import error_class_for_code
-
     body = envelope.get("error") or {}
     cls = error_class_for_code(str(body.get("code", "INTERNAL_ERROR")))
     return cls(str(body.get("message", "request failed")), details=body.get("details"),
