@@ -270,7 +270,8 @@ class SharedLog:
 
     def _commit_both(self) -> None:
         try:
-            self.pg.commit()
+            if self.pg.in_transaction:  # not when the append committed it early (see ``append``)
+                self.pg.commit()
         except MemoreeError:
             self._rollback_local()
             raise
@@ -312,6 +313,13 @@ class SharedLog:
         store_replica(self.conn, recorded)
         if recorded:
             self._shared_seq = recorded[-1].commit_seq
+        if self._depth == 1 and events and all(e.type in INDEPENDENT_CREATIONS for e in events):
+            # A lone creation has nothing else to write to the shared log: commit it now, so the
+            # lock covers the append alone and not this host projecting it. A failure after this
+            # point leaves the event durable (a retry with the same key finds it), as a failed
+            # local commit always could.
+            self.pg.commit()
+            self._release_lock()
         return recorded
 
     def record_noop(self, key: str, request_digest: str, operation: str, commit_seq: int,
