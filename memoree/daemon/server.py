@@ -3,7 +3,8 @@
 Connections are handled by at most four threads (a fifth is closed at once, without a response);
 each reads one frame (a declared length over the limit is refused before the body is read), hands
 it to the single writer thread and writes the answer back. The writer groups the mutations that
-are waiting into one transaction, each request in its own savepoint, and acknowledges them only
+are waiting (and, while more connections are open than requests wait, those that arrive within
+2 ms) into one transaction, each request in its own savepoint, and acknowledges them only
 after the one COMMIT (group commit): concurrent clients share an fsync, and nothing is answered
 before it is durable. Reads run between groups, never inside an open one, so no read sees an
 unacknowledged write.
@@ -22,6 +23,7 @@ import signal
 import socket
 import stat
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,8 @@ __all__ = ["Daemon", "serve"]
 
 IO_TIMEOUT_S = 30.0
 MAX_GROUP = 64
+GROUP_WAIT_S = 0.002
+SEAL_CHECK_EVERY = 64  # requests between checks for a full Merkle batch (1,000 events)
 
 
 class _OpOnly(msgspec.Struct):
@@ -67,6 +71,19 @@ class Writer(threading.Thread):
         self.inbox: queue.Queue[tuple[bytes, Future[bytes]] | None] = queue.Queue()
         self.groups = 0
         self.grouped_requests = 0
+        # Connections holding a slot (reading a request or waiting for its answer): when more are
+        # open than requests are waiting, the writer waits a moment for theirs to join the group.
+        self.open_connections = 0
+        self._count_lock = threading.Lock()
+        self._since_seal_check = 0
+
+    def connection_opened(self) -> None:
+        with self._count_lock:
+            self.open_connections += 1
+
+    def connection_closed(self) -> None:
+        with self._count_lock:
+            self.open_connections -= 1
 
     def submit(self, raw: bytes) -> Future[bytes]:
         future: Future[bytes] = Future()
@@ -87,18 +104,37 @@ class Writer(threading.Thread):
                 continue
             if item is None:
                 return
-            batch = [item]
-            while len(batch) < MAX_GROUP:
+            batch = self._gather(item)
+            self._process(batch)
+            self._since_seal_check += len(batch)
+            if self._since_seal_check >= SEAL_CHECK_EVERY:
+                self._since_seal_check = 0
+                self._seal(force_age=False)
+
+    def _gather(self, first: tuple[bytes, Future[bytes]]) -> list[tuple[bytes, Future[bytes]]]:
+        """The waiting requests, plus those of other open connections that arrive within
+        ``GROUP_WAIT_S``: concurrent clients then share one commit instead of taking turns."""
+        batch = [first]
+        deadline = None
+        while len(batch) < MAX_GROUP:
+            try:
+                extra = self.inbox.get_nowait()
+            except queue.Empty:
+                if self.open_connections <= len(batch):
+                    break
+                deadline = deadline or time.monotonic() + GROUP_WAIT_S
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
                 try:
-                    extra = self.inbox.get_nowait()
+                    extra = self.inbox.get(timeout=remaining)
                 except queue.Empty:
                     break
-                if extra is None:
-                    self.inbox.put(None)
-                    break
-                batch.append(extra)
-            self._process(batch)
-            self._seal(force_age=False)
+            if extra is None:
+                self.inbox.put(None)
+                break
+            batch.append(extra)
+        return batch
 
     def _seal(self, *, force_age: bool) -> None:
         """Close a Merkle batch when one is full, or (on idle) when any event is unsealed."""
@@ -243,6 +279,7 @@ class Daemon:
             if not self.slots.acquire(blocking=False):
                 conn.close()  # over the connection limit: dropped without a response
                 continue
+            self.writer.connection_opened()
             threading.Thread(target=self._serve_connection, args=(conn,), daemon=True).start()
         self._shutdown()
 
@@ -261,7 +298,7 @@ class Daemon:
             if len(reply) > limits.MAX_FRAME_BYTES:
                 reply = _with_request_id(raw, ContentTooLarge("content exceeds the configured size limit: the response is larger than a frame"))
             # The work is done: free the slot before the client can read the answer and reconnect.
-            self.slots.release()
+            self._release_slot()
             released = True
             try:
                 write_frame(conn, reply)
@@ -270,7 +307,11 @@ class Daemon:
         finally:
             conn.close()
             if not released:
-                self.slots.release()
+                self._release_slot()
+
+    def _release_slot(self) -> None:
+        self.writer.connection_closed()
+        self.slots.release()
 
     def _shutdown(self) -> None:
         if self.http is not None:
