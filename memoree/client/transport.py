@@ -6,8 +6,14 @@ sent) does the client start the default daemon and send it again.
 
 Standard library only: ``memoree call`` runs once per agent action, and every import here is
 paid on each call. Failures are ``TransportFailure`` (TRANSPORT_ERROR, retryable) or
-``ClientConfigError`` (CONFIG_ERROR: bad endpoint, version skew); the caller turns them into
-envelopes.
+``ClientConfigError`` (CONFIG_ERROR: bad endpoint, version skew, a daemon that is not who it
+should be); the caller turns them into envelopes.
+
+Before a byte of the request leaves, a Unix socket's peer is checked with ``SO_PEERCRED``: the
+daemon must run as this user, or the request is refused (someone else's socket in a shared
+runtime folder would otherwise receive it and answer with forged results). ``probe`` also checks
+that the pid the daemon names is the socket's own. Over TCP the request carries the store's secret
+(``memoree.client.secret``) in its ``auth`` field.
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
-from memoree.protocol.framing import FrameTooLarge, FrameTruncated, read_frame, write_frame
+from memoree.protocol.framing import FrameTooLarge, FrameTruncated, peer_credentials, read_frame, write_frame
 
 __all__ = [
     "ClientConfigError",
+    "ClientUnauthorized",
     "Endpoint",
     "TransportFailure",
     "autostart",
@@ -53,7 +60,12 @@ class NotListening(TransportFailure):
 
 
 class ClientConfigError(Exception):
-    """A malformed endpoint, or a daemon of another version."""
+    """A malformed endpoint, a daemon of another version, or one that runs as another user."""
+
+
+class ClientUnauthorized(Exception):
+    """The daemon refused this client: the wrong user on its Unix socket, or a missing or wrong
+    secret over TCP."""
 
 
 class Endpoint(namedtuple("Endpoint", "kind address")):
@@ -93,7 +105,8 @@ def default_endpoint() -> Endpoint:
     return Endpoint("unix", str(socket_path()))
 
 
-def _connect(endpoint: Endpoint) -> _socket.socket:
+def _connect(endpoint: Endpoint) -> tuple[_socket.socket, int | None]:
+    """A connected socket and, for a Unix socket, the daemon's pid (checked to run as this user)."""
     family = _socket.AF_UNIX if endpoint.kind == "unix" else _socket.AF_INET6 if ":" in endpoint.address[0] else _socket.AF_INET  # type: ignore[index]
     sock = _socket.socket(family, _socket.SOCK_STREAM)
     sock.settimeout(CONNECT_TIMEOUT_S)
@@ -102,16 +115,24 @@ def _connect(endpoint: Endpoint) -> _socket.socket:
     except OSError as exc:
         sock.close()
         raise NotListening(f"cannot connect to {endpoint}: {exc.strerror or exc}") from None
-    return sock
+    if endpoint.kind != "unix":
+        return sock, None
+    pid, uid, _ = peer_credentials(sock)
+    if uid != os.geteuid():
+        sock.close()
+        raise ClientConfigError(
+            f"refusing the daemon at {endpoint}: its socket is served by uid {uid} (pid {pid}), not by "
+            f"this user (uid {os.geteuid()}); another user may be impersonating it. Use a private "
+            "MEMOREE_HOME or MEMOREE_RUNTIME_DIR")
+    return sock, pid
 
 
-def exchange(endpoint: Endpoint, payload: bytes, *, io_timeout: float = IO_TIMEOUT_S) -> bytes:
-    """Send one request frame and return the response frame."""
-    sock = _connect(endpoint)
+def _exchange(endpoint: Endpoint, payload: bytes, io_timeout: float) -> tuple[bytes, int | None]:
+    sock, pid = _connect(endpoint)
     try:
         sock.settimeout(io_timeout)
         write_frame(sock, payload)
-        return read_frame(sock, MAX_FRAME_BYTES)
+        return read_frame(sock, MAX_FRAME_BYTES), pid
     except TimeoutError:
         raise TransportFailure(f"exchange with {endpoint} timed out after {io_timeout:.0f} seconds") from None
     except FrameTruncated:
@@ -124,14 +145,46 @@ def exchange(endpoint: Endpoint, payload: bytes, *, io_timeout: float = IO_TIMEO
         sock.close()
 
 
-def probe(endpoint: Endpoint) -> dict | None:
-    """The daemon's doctor result, or None when nothing answers."""
+def exchange(endpoint: Endpoint, payload: bytes, *, io_timeout: float = IO_TIMEOUT_S) -> bytes:
+    """Send one request frame and return the response frame."""
+    return _exchange(endpoint, payload, io_timeout)[0]
+
+
+def probe(endpoint: Endpoint, *, secret: str | None = None) -> dict | None:
+    """The daemon's doctor result, or None when nothing answers.
+
+    Over a Unix socket the pid the daemon reports must be the socket's own (``SO_PEERCRED``), so
+    ``memoree daemon stop`` never signals a pid a forged reply named.
+    """
+    document: dict = {"v": 1, "request_id": "req_probe", "op": "doctor", "input": {}}
+    if secret is not None and endpoint.kind == "tcp":
+        document["auth"] = secret
     try:
-        body = exchange(endpoint, b'{"v":1,"request_id":"req_probe","op":"doctor","input":{}}', io_timeout=5.0)
+        body, pid = _exchange(endpoint, json.dumps(document).encode(), 5.0)
     except TransportFailure:
         return None
     envelope = json.loads(body)
-    return envelope.get("result") if envelope.get("ok") else None
+    if not envelope.get("ok"):
+        error = envelope.get("error") or {}
+        if error.get("code") == "UNAUTHORIZED":
+            raise ClientUnauthorized(str(error.get("message", "unauthorized")).removeprefix("unauthorized: "))
+        return None
+    result = envelope.get("result")
+    if pid is not None and isinstance(result, dict) and result.get("daemon_pid") != pid:
+        raise ClientConfigError(f"the daemon at {endpoint} names pid {result.get('daemon_pid')!r}, "
+                                f"but its socket belongs to pid {pid}; refusing it")
+    return result
+
+
+def with_secret(payload: bytes, secret: str | None) -> bytes:
+    """The request with the store's secret in its ``auth`` field (for TCP endpoints)."""
+    if secret is None:
+        return payload
+    document = json.loads(payload)
+    if not isinstance(document, dict) or "auth" in document:
+        return payload
+    document["auth"] = secret
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _check_version(doctor: dict) -> None:
@@ -177,12 +230,23 @@ def refused_for_version(body: bytes) -> str | None:
 
 
 def autostart(endpoint: Endpoint, data_dir: Path) -> dict:
-    """Start a detached daemon for the default endpoint and wait until it answers doctor."""
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    log_path = data_dir / "memoreed.log"
-    import subprocess
+    """Start a detached daemon for the default endpoint and wait until it answers doctor.
 
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    The data dir and the socket's folder must be this user's (``memoree.client.paths.private_dir``);
+    the log file is never opened through a planted link or another user's file."""
+    import subprocess
+    from pathlib import Path
+
+    from memoree.client.paths import ForeignPath, open_append_private, private_dir
+
+    try:
+        private_dir(data_dir, "data dir")
+        if endpoint.kind == "unix":
+            private_dir(Path(str(endpoint.address)).parent, "runtime dir")
+        log_path = data_dir / "memoreed.log"
+        log_fd = open_append_private(log_path)
+    except ForeignPath as exc:
+        raise ClientConfigError(str(exc)) from None
     try:
         child = subprocess.Popen(
             [sys.executable, "-m", "memoree", "serve", "--listen", str(endpoint),
@@ -210,9 +274,15 @@ def autostart(endpoint: Endpoint, data_dir: Path) -> dict:
 def request_via_daemon(payload: bytes, *, endpoint: Endpoint | None, data_dir: Path | None,
                        autostart_allowed: bool, io_timeout: float = IO_TIMEOUT_S) -> bytes:
     """Send one request to the daemon in one round trip, starting the default one when allowed
-    and nothing listens; the request carries this client's version and the daemon refuses skew."""
+    and nothing listens; the request carries this client's version (the daemon refuses skew) and,
+    over TCP, the store's secret (``memoree.client.secret.client_secret``)."""
     target = endpoint or default_endpoint()
-    stamped = stamp_version(payload)
+    secret = None
+    if target.kind == "tcp":
+        from memoree.client.secret import client_secret
+
+        secret = client_secret(data_dir)
+    stamped = stamp_version(with_secret(payload, secret))
     try:
         body = exchange(target, stamped, io_timeout=io_timeout)
     except NotListening:
