@@ -37,7 +37,9 @@ def run(service: Any, inp: Any) -> dict[str, Any]:
     engine = service.engine
     try:
         with engine.group():
-            replies = [msgspec.Raw(service.handle_bytes(bytes(raw), fallback_request_id="req_batch").body)
+            # The batch frame was checked for repeated keys as a whole, these requests with it.
+            replies = [msgspec.Raw(service.handle_bytes(bytes(raw), fallback_request_id="req_batch",
+                                                        keys_checked=True).body)
                        for raw in inp.requests]
     except MemoreeError:
         engine.handler.drop_deferred()
