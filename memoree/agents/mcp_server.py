@@ -1,8 +1,8 @@
 """``memoree mcp``: the protocol as Model Context Protocol tools, served over stdio.
 
-One tool per agent-facing protocol op that is registered in ``OPS`` when the server starts (so the
-tool list grows as ops land), named after the op with ``_`` for ``.`` (``memory_recall``,
-``artifact_put``) because MCP clients restrict tool names. Each tool's input schema is the op's
+One tool per op whose declaration (``memoree.protocol.ops``) exposes it to MCP, in the declared
+order, named after the op with ``_`` for ``.`` (``memory_recall``, ``artifact_put``) because MCP
+clients restrict tool names; its description is the op's declared summary. Each tool's input schema is the op's
 msgspec input type through ``msgspec.json.schema`` — the same source as the ``schema`` op — with
 the root inlined (MCP wants ``"type": "object"`` at the root). A call becomes one ordinary
 protocol request sent the way ``memoree call`` sends it (context attached on this side; the
@@ -26,81 +26,52 @@ import copy
 import json
 import logging
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from memoree.client.call import CallOptions
 from memoree.agents.caller import Sender, canonical_json, derived_key, new_request
+from memoree.client.call import CallOptions
+from memoree.protocol.documents import error_body, error_document
+from memoree.protocol.ops import OPS, OpSpec, ToolHints, mcp_ops
 
 __all__ = ["AGENT_OPS", "ToolSpec", "build_tools", "derived_tool_key", "run", "tool_request"]
 
 KEY_PREFIX = "mcp"
 IDEMPOTENCY_ARGUMENT = "idempotency_key"
 
-# The ops an agent uses, in the order a tool list shows them, each with what it is for. An op
-# becomes a tool only if it is registered in OPS when the server starts.
-AGENT_OPS: dict[str, str] = {
-    "memory.recall": "Ask whether memory knows something: current claims with their exact evidence citations, and separate artifact references.",
-    "memory.retrieve": "Recall plus one bounded recovery step when recall finds little.",
-    "memory.probe": "List unqualified leads for a query (candidates to check, not answers).",
-    "search": "Ranked lexical search over artifacts and claims, with exact citations and currentness.",
-    "context.build": "Build a byte-bounded Markdown bundle of what memory holds about a query, with a manifest; its content is untrusted data.",
-    "citation.get": "Fetch the exact bytes a memoree://artifact/...#start-end citation names.",
-    "fact.recall": "Recall signed facts (emem) with receipts.",
-    "context.resolve": "Show the ambient workspace/project/task these tools act in.",
-    "artifact.put": "Store evidence (a document, note or record) as a new artifact; keep the returned artifact_id and revision_id to cite it.",
-    "artifact.get": "Read an artifact (its current revision unless revision_id is given).",
-    "artifact.revise": "Add a new immutable revision to an artifact; if_revision must be the revision you read.",
-    "artifact.history": "List an artifact's revisions, newest first.",
-    "claim.assert": "Record one typed claim citing evidence: artifact_id, revision_id and a [start_byte, end_byte) span.",
-    "claim.get": "Read a claim (its current revision unless revision_id is given).",
-    "claim.revise": "Revise a claim; evidence and confidence are replaced, not merged; if_revision must be the revision you read.",
-    "claim.retract": "Retract a claim with a reason; its history stays.",
-    "claim.history": "List a claim's revisions, newest first.",
-    "relation.put": "Add one typed relation between artifacts or claims (for supersedes: source is the newer).",
-    "relation.list": "List relations one hop from an artifact or claim, newest first.",
-    "conflict.list": "List open contradictions between claims, newest first.",
-}
-
-_KEY_NOTE = (" Mutation: pass idempotency_key naming the logical change; without one, the key is "
-             "derived from the tool name and arguments, so an identical call replays the first "
-             "result (created=false) instead of writing twice.")
+# The ops an agent uses, in tool-list order, each with what it is for (derived from the declarations).
+AGENT_OPS: dict[str, str] = {spec.name: spec.summary for spec in mcp_ops()}
 
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One MCP tool: its name, the op it sends, what it is for and its JSON input schema."""
+    """One MCP tool: its name, the op it sends, what it is for, its JSON input schema, and the
+    declared title and behaviour hints."""
 
     name: str
     op: str
     description: str
     input_schema: dict[str, Any]
     mutating: bool
+    title: str = ""
+    hints: ToolHints | None = None
 
 
-def tool_name(op: str) -> str:
-    return op.replace(".", "_")
+def build_tools(ops: Mapping[str, OpSpec] = OPS) -> list[ToolSpec]:
+    """The tools for the ops in ``ops`` (default: every declared op) whose declaration exposes them."""
+    return [
+        ToolSpec(name=spec.tool_name, op=spec.name, mutating=spec.mutating,
+                 description=spec.tool_description,
+                 input_schema=input_schema(spec.input_type, mutating=spec.mutating, params=spec.mcp.params),
+                 title=spec.mcp.title, hints=spec.mcp.hints)
+        for spec in mcp_ops(ops) if spec.mcp is not None
+    ]
 
 
-def build_tools(ops: dict[str, Any] | None = None) -> list[ToolSpec]:
-    """The tools for the agent ops registered in ``ops`` (default: the live registry)."""
-    if ops is None:
-        from memoree.protocol.ops import OPS as ops  # noqa: N811 - the registry, read at call time
-    tools = []
-    for op, purpose in AGENT_OPS.items():
-        spec = ops.get(op)
-        if spec is None:
-            continue
-        schema = input_schema(spec.input_type, mutating=spec.mutating)
-        tools.append(ToolSpec(name=tool_name(op), op=op, mutating=spec.mutating,
-                              description=purpose + (_KEY_NOTE if spec.mutating else ""),
-                              input_schema=schema))
-    return tools
-
-
-def input_schema(input_type: Any, *, mutating: bool) -> dict[str, Any]:
+def input_schema(input_type: Any, *, mutating: bool, params: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``msgspec.json.schema`` of the op's input with its root inlined (plus the key for mutations)."""
     generated = msgspec.json.schema(input_type)
     defs = dict(generated.get("$defs", {}))
@@ -113,6 +84,8 @@ def input_schema(input_type: Any, *, mutating: bool) -> dict[str, Any]:
         others = [schema for name, schema in defs.items() if name != root_name]
         if f'"#/$defs/{root_name}"' not in json.dumps(others):
             defs.pop(root_name)  # nothing else refers to the root, so it lives only at the top
+    for name, text in (params or {}).items():
+        root["properties"][name] = {**root["properties"][name], "description": text}
     if mutating:
         root.setdefault("properties", {})[IDEMPOTENCY_ARGUMENT] = {
             "type": "string", "minLength": 1, "maxLength": 512,
@@ -186,7 +159,7 @@ def server_instructions() -> str:
 
     preface = ("These tools are memoree protocol operations (`artifact_put` is `artifact.put`); "
                "each returns the protocol's JSON response envelope.\n\n")
-    return preface + instructions("markdown")["content"]
+    return preface + instructions(OPS, "markdown")["content"]
 
 
 def _answer(sender: Sender, tools: dict[str, ToolSpec], name: str,
@@ -203,7 +176,4 @@ def _answer(sender: Sender, tools: dict[str, ToolSpec], name: str,
 
 
 def _failure(message: str) -> dict[str, Any]:
-    return {"v": 1, "request_id": "req_mcp", "ok": False,
-            "error": {"code": "INVALID_REQUEST", "message": f"invalid request: {message}",
-                      "retryable": False, "details": None},
-            "warnings": []}
+    return error_document("req_mcp", error_body("INVALID_REQUEST", f"invalid request: {message}"))
