@@ -145,9 +145,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
         in_process = service_put_rate(folder, texts(args.n))
-        from tools.bench.peer import peer_rate
+        from tools.bench.peer import peer_rate_in_subprocess
 
-        peer = peer_rate(folder, args.n)
+        peer = peer_rate_in_subprocess(args.n)
     print(f"daemon CPU per put: {one_cpu:.2f} ms (1 client), {four_cpu:.2f} ms (4 clients), "
           f"{old_cpu:.2f} ms (old bench text, empty store); in-process put (old text) {in_process:.0f}/s")
     rows = [
