@@ -82,6 +82,11 @@ class Service:
         finally:
             self._local.view = None
 
+    def is_mutation(self, op: str) -> bool:
+        """Whether ``op`` names a mutating operation (what a ``batch`` may hold)."""
+        spec = OPS.get(op)
+        return spec is not None and spec.mutating
+
     def close(self) -> None:
         if self._engine is not None:
             self._engine.close()
