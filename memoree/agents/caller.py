@@ -84,10 +84,20 @@ class Sender:
 
     def send_many(self, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Mutation requests sent as ``batch`` requests (one transaction each); their envelopes, in
-        order. A batch refused as a whole answers its failure for each of its requests."""
+        order. A batch refused as a whole answers its failure for each of its requests.
+
+        Each document is encoded once and the batch frame assembled from those bytes; it needs no
+        ambient context (each request carries its own), so it skips ``memoree call``'s parse."""
         envelopes: list[dict[str, Any]] = []
-        for part in _batches(documents):
-            envelope, _ = self.send(new_request("batch", {"requests": part}))
+        for part in _batches([json.dumps(document, ensure_ascii=False).encode("utf-8") for document in documents]):
+            request_id = new_request("batch", {})["request_id"]
+            raw = (b'{"v":1,"request_id":"' + request_id.encode() + b'","op":"batch","input":{"requests":['
+                   + b",".join(part) + b"]}}")
+            with self._lock:
+                prepared = callcmd.Prepared(raw, request_id, False)
+                body, _ = (callcmd.send_in_process(raw, self.options.data_dir) if self.options.in_process
+                           else callcmd.send_via_daemon(prepared, self.options))
+            envelope = json.loads(body)
             if envelope.get("ok"):
                 envelopes.extend(envelope["result"]["replies"])
             else:
@@ -99,18 +109,17 @@ BATCH_REQUESTS = 250
 BATCH_BYTES = 8 * 1024 * 1024  # well inside a 24 MiB frame, with room for the replies
 
 
-def _batches(documents: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Consecutive runs of at most ``BATCH_REQUESTS`` documents and about ``BATCH_BYTES``."""
-    batches: list[list[dict[str, Any]]] = []
-    current: list[dict[str, Any]] = []
+def _batches(encoded: list[bytes]) -> list[list[bytes]]:
+    """Consecutive runs of at most ``BATCH_REQUESTS`` encoded requests and about ``BATCH_BYTES``."""
+    batches: list[list[bytes]] = []
+    current: list[bytes] = []
     size = 0
-    for document in documents:
-        weight = len(json.dumps(document))
-        if current and (len(current) >= BATCH_REQUESTS or size + weight > BATCH_BYTES):
+    for document in encoded:
+        if current and (len(current) >= BATCH_REQUESTS or size + len(document) > BATCH_BYTES):
             batches.append(current)
             current, size = [], 0
         current.append(document)
-        size += weight
+        size += len(document)
     if current:
         batches.append(current)
     return batches

@@ -65,6 +65,7 @@ from memoree.service.service import Service
 __all__ = ["Daemon", "serve"]
 
 MAX_GROUP = 64
+SEAL_CHECK_EVERY = 64  # requests between checks for a full Merkle batch (1,000 events)
 LISTEN_BACKLOG = 512
 # Request bodies being read at once: as many maximum-size frames as the protocol's concurrency.
 MAX_BUFFERED_BYTES = limits.MAX_CONCURRENT_CONNECTIONS * limits.MAX_FRAME_BYTES
@@ -90,6 +91,7 @@ class Writer(threading.Thread):
         self.inbox: queue.Queue[tuple[bytes, Future[bytes]] | None] = queue.Queue()
         self.groups = 0
         self.grouped_requests = 0
+        self._since_seal_check = 0
 
     def submit(self, raw: bytes) -> Future[bytes]:
         future: Future[bytes] = Future()
@@ -115,7 +117,10 @@ class Writer(threading.Thread):
                 for raw, future in batch:
                     if not future.done():
                         future.set_result(failure_reply(raw, exc))
-            self._seal(force_age=False)
+            self._since_seal_check += len(batch)
+            if self._since_seal_check >= SEAL_CHECK_EVERY:
+                self._since_seal_check = 0
+                self._seal(force_age=False)
 
     def _gather(self, first: tuple[bytes, Future[bytes]]) -> list[tuple[bytes, Future[bytes]]]:
         batch = [first]
