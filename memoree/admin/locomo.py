@@ -18,26 +18,56 @@ revision covers it (overlaps at least half of its bytes, or lies inside it); a c
 than 1,500 bytes counts only for turns whose text is also in the text returned with it.
 Citations are taken from anywhere in a result (``memoree://artifact/…`` strings and byte-span
 locators), so the scorer follows the ops' result shapes as they change.
+
+Reading the files lives in ``locomo_data``, the scoring rule and the baseline in
+``locomo_scoring``; this module loads, asks, summarises and reports.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, TextIO
 
-from memoree.eventlog.db import sqlite3
 from memoree.admin.evaluation import Client, CorpusError, SyntheticClock
+from memoree.admin.locomo_data import (
+    ACTOR,
+    ADVERSARIAL,
+    ARTIFACT_KIND,
+    BASELINES,
+    BUDGETS,
+    CATEGORIES,
+    CLAIM_TYPE,
+    MEDIA_TYPE,
+    OPS,
+    RATIO_BASE,
+    SEARCH_LIMIT,
+    Conversation,
+    LocomoError,
+    Question,
+    Turn,
+    is_locomo_dir,
+    normalize_dia_ids,
+    read_conversation,
+    read_dataset,
+)
+from memoree.admin.locomo_scoring import (
+    Answer,
+    Cited,
+    TurnIndex,
+    answer_from_result,
+    baseline_expression,
+    found_turns,
+    turn_found,
+)
 from memoree.service.service import Service
 
 __all__ = [
@@ -46,273 +76,6 @@ __all__ = [
     "is_locomo_dir", "load_conversation", "normalize_dia_ids", "read_conversation",
     "read_dataset", "run_cli", "selected_questions", "turn_found",
 ]
-
-WORKSPACE = "locomo"
-ACTOR = "memoree-eval-locomo"
-ARTIFACT_KIND = "conversation_session"
-CLAIM_TYPE = "observation"
-MEDIA_TYPE = "text/markdown; charset=utf-8"
-WIDE_CITATION_BYTES = 1500
-NEEDLE_CHARS = 80
-SHORT_TURN_CHARS = 40
-BUDGETS = (2000, 6000)
-SEARCH_LIMIT = 10
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-ADVERSARIAL = 5
-OPS = ("context.build@2000", "context.build@6000", "memory.recall", "search@10")
-BASELINES = ("bm25@2000", "bm25@6000")
-# Each op is compared with the baseline at the budget an agent would give it; recall and search
-# have no byte budget, so they are set against the 2,000-byte baseline (the acceptance bar).
-RATIO_BASE = {"context.build@2000": "bm25@2000", "context.build@6000": "bm25@6000",
-              "memory.recall": "bm25@2000", "search@10": "bm25@2000"}
-# Question words and function words the baseline leaves out of its FTS5 query.
-BASELINE_STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had has
-have having he her here hers herself him himself his how i if in into is it its itself just me
-might more most my myself no nor not now of off on once only or other our ours ourselves out over
-own same she should so some such than that the their theirs them themselves then there these they
-this those through to too under until up very was we were what when where which while who whom
-why will with would you your yours yourself yourselves
-""".split())
-_SESSION_KEY = re.compile(r"session_(\d+)")
-_DIA_ID = re.compile(r"D:?(\d+):(\d+)")
-_DIA_SEPARATORS = re.compile(r"[,;\s]+")
-_WORD = re.compile(r"\w+")
-_CITATION = re.compile(r"memoree://artifact/([^@\s`#)\"'\]]+)@([^#\s`)\"'\]]+)(?:#(\d+)-(\d+))?")
-_TEXT_KEYS = frozenset({"rendered_markdown", "statement", "excerpt"})
-
-
-class LocomoError(ValueError):
-    """The LoCoMo folder or one of its files is not in the expected format."""
-
-
-# ---------------------------------------------------------------------------------------------
-# The conversations
-
-
-def collapse(text: str) -> str:
-    """``text`` with every run of whitespace turned into one space, trimmed."""
-    return " ".join(text.split())
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One turn as stored: its line in the session artifact and that line's byte span."""
-
-    dia_id: str
-    session: int
-    speaker: str
-    text: str
-    caption: str | None
-    start: int = 0
-    end: int = 0
-
-    @property
-    def body(self) -> str:
-        photo = f" (shares a photo: {self.caption})" if self.caption else ""
-        return f"{self.speaker}: {self.text}{photo}"
-
-    @property
-    def line(self) -> str:
-        return f"[{self.dia_id}] {self.body}"
-
-    @property
-    def needle(self) -> str:
-        """What the returned text must contain for this turn to count as found."""
-        if len(self.text) < SHORT_TURN_CHARS:
-            return f"{self.speaker}: {self.text}"
-        return self.text[:NEEDLE_CHARS]
-
-
-@dataclass
-class Session:
-    number: int
-    date: str
-    text: str
-    turns: list[Turn]
-    artifact_id: str = ""
-    revision_id: str = ""
-
-    @property
-    def size(self) -> int:
-        return len(self.text.encode("utf-8"))
-
-
-@dataclass(frozen=True)
-class Observation:
-    session: int
-    speaker: str
-    text: str
-    dia_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Question:
-    conversation: str
-    index: int
-    question: str
-    category: int
-    answer: Any
-    gold: tuple[str, ...]
-    dropped_evidence: tuple[str, ...]
-
-
-@dataclass
-class Conversation:
-    name: str
-    speaker_a: str
-    speaker_b: str
-    sessions: dict[int, Session]
-    observations: list[Observation]
-    questions: list[Question]
-    dropped_observation_ids: int = 0
-
-    @cached_property
-    def turns(self) -> dict[str, Turn]:
-        return {t.dia_id: t for s in self.sessions.values() for t in s.turns}
-
-    @property
-    def project_id(self) -> str:
-        return f"conversation-{self.name}"
-
-    @property
-    def context(self) -> dict[str, str]:
-        return {"workspace_id": WORKSPACE, "project_id": self.project_id}
-
-
-def normalize_dia_ids(value: Any, known: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(the turn ids ``value`` names that exist, the pieces dropped), in order, deduplicated.
-
-    ``value`` is one id, a list of ids, or a malformed field: several ids in one string
-    (``"D4:17, D4:19"``, ``"D8:6; D9:17"``), a stray colon (``"D:11:26"``) or leading zeros
-    (``"D30:05"``).
-    """
-    known_ids = set(known)
-    pieces: list[str] = []
-    for item in value if isinstance(value, list) else [value]:
-        if isinstance(item, str):
-            pieces += [p for p in _DIA_SEPARATORS.split(item) if p]
-        elif item is not None:
-            pieces.append(str(item))
-    kept: list[str] = []
-    dropped: list[str] = []
-    for piece in pieces:
-        match = _DIA_ID.fullmatch(piece)
-        dia_id = f"D{int(match[1])}:{int(match[2])}" if match else None
-        if dia_id in known_ids:
-            if dia_id not in kept:
-                kept.append(dia_id)
-        else:
-            dropped.append(piece)
-    return tuple(kept), tuple(dropped)
-
-
-def session_document(number: int, date: str, speakers: tuple[str, str],
-                     raw_turns: Sequence[dict[str, Any]]) -> tuple[str, list[Turn]]:
-    """The session's Markdown text and its turns with their exact ``[start, end)`` byte spans."""
-    heading = f"# Session {number}: {date}, {speakers[0]} and {speakers[1]}\n\n"
-    parts, turns = [heading], []
-    offset = len(heading.encode("utf-8"))
-    for raw in raw_turns:
-        if not isinstance(raw, dict) or not all(isinstance(raw.get(k), str) for k in ("dia_id", "speaker", "text")):
-            raise LocomoError(f"session {number}: a turn is not an object with string dia_id, speaker and text")
-        caption = collapse(str(raw.get("blip_caption") or "")) or None
-        turn = Turn(raw["dia_id"], number, collapse(raw["speaker"]), collapse(raw["text"]), caption)
-        size = len(turn.line.encode("utf-8"))
-        turns.append(Turn(turn.dia_id, number, turn.speaker, turn.text, caption, offset, offset + size))
-        parts.append(turn.line + "\n")
-        offset += size + 1
-    return "".join(parts), turns
-
-
-def _require(document: dict[str, Any], key: str, kind: type, name: str) -> Any:
-    value = document.get(key)
-    if not isinstance(value, kind):
-        raise LocomoError(f"{name}: {key!r} is missing or not a {kind.__name__}")
-    return value
-
-
-def read_conversation(path: Path) -> Conversation:
-    """Parse one LoCoMo conversation file."""
-    try:
-        document = json.loads(path.read_text("utf-8"))
-    except ValueError as exc:
-        raise LocomoError(f"{path.name} is not JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise LocomoError(f"{path.name}: the file is not a JSON object")
-    name = path.stem
-    speakers = (_require(document, "speaker_a", str, path.name), _require(document, "speaker_b", str, path.name))
-    sessions: dict[int, Session] = {}
-    for key, value in document.items():
-        match = _SESSION_KEY.fullmatch(key)
-        if match and isinstance(value, list) and value:
-            number = int(match[1])
-            date = str(document.get(f"session_{number}_date_time", ""))
-            try:
-                text, turns = session_document(number, date, speakers, value)
-            except LocomoError as exc:
-                raise LocomoError(f"{path.name}: {exc}") from None
-            sessions[number] = Session(number, date, text, turns)
-    if not sessions:
-        raise LocomoError(f"{path.name}: no session_N turn lists")
-    sessions = dict(sorted(sessions.items()))
-    known = [t.dia_id for s in sessions.values() for t in s.turns]
-    conversation = Conversation(name, speakers[0], speakers[1], sessions, [], [])
-    for number in sessions:
-        observed = document.get(f"session_{number}_observation") or {}
-        for speaker, rows in (observed.items() if isinstance(observed, dict) else []):
-            for row in rows if isinstance(rows, list) else []:
-                if not isinstance(row, list) or not row or not isinstance(row[0], str):
-                    continue
-                dia_ids, dropped = normalize_dia_ids(row[1] if len(row) > 1 else None, known)
-                conversation.dropped_observation_ids += len(dropped)
-                if dia_ids and row[0].strip():
-                    conversation.observations.append(Observation(number, speaker, row[0].strip(), dia_ids))
-    for index, qa in enumerate(_require(document, "qa", list, path.name)):
-        if not isinstance(qa, dict) or not isinstance(qa.get("question"), str):
-            raise LocomoError(f"{path.name}: qa[{index}] has no question")
-        if not isinstance(qa.get("category"), int):
-            raise LocomoError(f"{path.name}: qa[{index}] has no integer category")
-        gold, dropped = normalize_dia_ids(qa.get("evidence") or [], known)
-        conversation.questions.append(Question(
-            name, index, qa["question"], qa["category"],
-            qa.get("answer", qa.get("adversarial_answer")), gold, dropped))
-    return conversation
-
-
-def _conversation_files(directory: Path) -> list[Path]:
-    def order(path: Path) -> tuple[int, str]:
-        return (int(path.stem), "") if path.stem.isdigit() else (sys.maxsize, path.stem)
-
-    return sorted((p for p in directory.glob("*.json") if p.is_file()), key=order)
-
-
-def is_locomo_dir(directory: Path) -> bool:
-    """True when ``directory`` holds LoCoMo conversation files rather than a Memoree corpus."""
-    if not directory.is_dir() or (directory / "seed.jsonl").exists():
-        return False
-    for path in _conversation_files(directory)[:1]:
-        try:
-            document = json.loads(path.read_text("utf-8"))
-        except (OSError, ValueError):
-            return False
-        return isinstance(document, dict) and "qa" in document and "session_1" in document
-    return False
-
-
-def read_dataset(directory: Path, only: Sequence[str] = ()) -> list[Conversation]:
-    """The conversations of ``directory`` (just those named in ``only`` when given)."""
-    files = _conversation_files(directory)
-    if only:
-        missing = sorted(set(only) - {p.stem for p in files})
-        if missing:
-            raise LocomoError(f"no conversation file {', '.join(m + '.json' for m in missing)} in {directory}")
-        files = [p for p in files if p.stem in set(only)]
-    if not files:
-        raise LocomoError(f"{directory} holds no LoCoMo conversation files (*.json)")
-    return [read_conversation(path) for path in files]
-
 
 # ---------------------------------------------------------------------------------------------
 # Loading through the protocol
@@ -343,149 +106,6 @@ def load_conversation(client: Client, conversation: Conversation) -> dict[str, i
                   context=context, key=f"locomo:{conversation.name}:observation:{index}")
     return {"sessions": len(conversation.sessions), "claims": len(conversation.observations),
             "turns": len(turns)}
-
-
-# ---------------------------------------------------------------------------------------------
-# What an answer holds, and the scoring rule
-
-
-@dataclass(frozen=True)
-class Cited:
-    """A returned citation of ``[start, end)`` in one revision (``None`` bounds: the whole revision)."""
-
-    revision_id: str
-    start: int | None = None
-    end: int | None = None
-
-
-@dataclass
-class Answer:
-    """The text an op returned and the citations returned with it."""
-
-    text: str
-    citations: list[Cited] = field(default_factory=list)
-    presence: str | None = None
-
-    def __post_init__(self) -> None:
-        self.collapsed = collapse(self.text)
-
-
-def _strings(document: Any, keys: frozenset[str] | None = None) -> Iterator[str]:
-    """String values anywhere in ``document`` (only those under ``keys`` when given)."""
-    if isinstance(document, dict):
-        for key, value in document.items():
-            if isinstance(value, str):
-                if keys is None or key in keys:
-                    yield value
-            else:
-                yield from _strings(value, keys)
-    elif isinstance(document, list):
-        for value in document:
-            yield from _strings(value, keys)
-
-
-def _locators(document: Any) -> Iterator[Cited]:
-    """Byte-span locators (``revision_id`` with ``start_byte``/``end_byte``) anywhere in ``document``."""
-    if isinstance(document, dict):
-        start, end = document.get("start_byte"), document.get("end_byte")
-        if isinstance(document.get("revision_id"), str) and isinstance(start, int) and isinstance(end, int):
-            yield Cited(document["revision_id"], start, end)
-        for value in document.values():
-            yield from _locators(value)
-    elif isinstance(document, list):
-        for value in document:
-            yield from _locators(value)
-
-
-def answer_from_result(result: dict[str, Any]) -> Answer:
-    """The returned text (markdown, statements, excerpts) and every artifact citation of a result."""
-    cited: set[Cited] = set(_locators(result))
-    for text in _strings(result):
-        for match in _CITATION.finditer(text):
-            start = int(match[3]) if match[3] is not None else None
-            end = int(match[4]) if match[4] is not None else None
-            cited.add(Cited(match[2], start, end))
-    text = "\n".join(_strings(result, _TEXT_KEYS))
-    presence = result.get("presence") if isinstance(result.get("presence"), str) else None
-    return Answer(text, sorted(cited, key=lambda c: (c.revision_id, c.start or 0, c.end or 0)), presence)
-
-
-def covers(citation: Cited, turn: Turn, session_size: int) -> bool:
-    """The citation overlaps at least half of the turn's bytes, or lies inside the turn."""
-    start = 0 if citation.start is None else citation.start
-    end = session_size if citation.end is None else citation.end
-    overlap = min(end, turn.end) - max(start, turn.start)
-    inside = turn.start <= start < end <= turn.end
-    return inside or (overlap > 0 and 2 * overlap >= turn.end - turn.start)
-
-
-def turn_found(answer: Answer, turn: Turn, session: Session) -> bool:
-    """The scoring rule for one gold turn (see the module docstring)."""
-    contained = turn.needle in answer.collapsed
-    if contained:
-        return True
-    for citation in answer.citations:
-        if citation.revision_id != session.revision_id or not covers(citation, turn, session.size):
-            continue
-        start = 0 if citation.start is None else citation.start
-        end = session.size if citation.end is None else citation.end
-        if end - start <= WIDE_CITATION_BYTES:
-            return True
-        # A wider citation counts only with the turn's text. The text returned with any citation
-        # is at most the op's whole returned text, which does not hold it (checked above).
-    return False
-
-
-def found_turns(answer: Answer, question: Question, conversation: Conversation) -> list[str]:
-    turns = conversation.turns
-    return [dia_id for dia_id in question.gold
-            if turn_found(answer, turns[dia_id], conversation.sessions[turns[dia_id].session])]
-
-
-# ---------------------------------------------------------------------------------------------
-# The baseline: FTS5 BM25 over single turns
-
-
-def baseline_expression(question: str) -> str | None:
-    """The question's words minus stopwords, each quoted, OR-joined (None when nothing is left)."""
-    words: list[str] = []
-    for word in _WORD.findall(question.lower()):
-        if word not in BASELINE_STOPWORDS and word not in words:
-            words.append(word)
-    return " OR ".join(f'"{word}"' for word in words) or None
-
-
-class TurnIndex:
-    """One conversation's turns in a plain FTS5 table, one row per turn."""
-
-    def __init__(self, turns: Sequence[Turn]) -> None:
-        self.turns = list(turns)
-        self.conn = sqlite3.connect(":memory:", check_same_thread=False)
-        self.conn.execute("CREATE VIRTUAL TABLE turns USING fts5(body, "
-                          "tokenize='porter unicode61 remove_diacritics 2')")
-        self.conn.executemany("INSERT INTO turns (rowid, body) VALUES (?, ?)",
-                              [(i, t.body) for i, t in enumerate(self.turns)])
-
-    def ranked(self, question: str) -> list[Turn]:
-        expression = baseline_expression(question)
-        if expression is None:
-            return []
-        rows = self.conn.execute("SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY bm25(turns)",
-                                 (expression,)).fetchall()
-        return [self.turns[row[0]] for row in rows]
-
-    def pack(self, question: str, budget: int) -> str:
-        """Lines ``[D1:3] Speaker: text`` in rank order, each added while it still fits."""
-        lines, used = [], 0
-        for turn in self.ranked(question):
-            size = len(turn.line.encode("utf-8")) + 1
-            if used + size <= budget:
-                lines.append(turn.line + "\n")
-                used += size
-        return "".join(lines)
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 # ---------------------------------------------------------------------------------------------
