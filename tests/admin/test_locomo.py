@@ -9,22 +9,21 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from memoree.admin.locomo import (
-    Answer,
-    Cited,
+from memoree.admin.locomo import evaluate_locomo, format_table, load_conversation, scratch_service
+from memoree.admin.locomo_data import (
     LocomoError,
     Session,
     Turn,
+    is_locomo_dir,
+    normalize_dia_ids,
+    read_conversation,
+)
+from memoree.admin.locomo_scoring import (
+    Answer,
+    Cited,
     TurnIndex,
     answer_from_result,
     baseline_expression,
-    evaluate_locomo,
-    format_table,
-    is_locomo_dir,
-    load_conversation,
-    normalize_dia_ids,
-    read_conversation,
-    scratch_service,
     turn_found,
 )
 from memoree.cli.app import app

@@ -23,15 +23,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from memoree.admin.locomo import (
-    Conversation,
-    LocomoOptions,
-    Question,
-    TurnIndex,
-    load_conversation,
-    read_dataset,
-    selected_questions,
-)
+from memoree.admin.locomo import LocomoOptions, load_conversation, selected_questions
+from memoree.admin.locomo_data import Conversation, Question, read_dataset
+from memoree.admin.locomo_scoring import TurnIndex
 from memoree.client.transport import Endpoint, exchange
 from memoree.admin.evaluation import Client
 from memoree.service.service import Service
