@@ -74,15 +74,48 @@ class Sender:
     """Sends request documents exactly as ``memoree call`` does and returns decoded envelopes.
 
     Each request takes ``callcmd.run``'s path (context attached, then the daemon or the
-    in-process store); a lock serializes requests, so worker threads may share one sender.
+    in-process store); a lock serializes requests, so worker threads may share one sender. With
+    ``keep_open`` an in-process sender opens the store once for all its requests instead of once
+    per request (close it, or use it as a context manager).
     """
 
-    def __init__(self, options: callcmd.CallOptions | None = None) -> None:
+    def __init__(self, options: callcmd.CallOptions | None = None, *, keep_open: bool = False) -> None:
         self.options = options or callcmd.CallOptions()
         self._lock = threading.Lock()
+        self._keep_open = keep_open and self.options.in_process
+        self._service: Any = None
 
     def send(self, document: dict[str, Any]) -> tuple[dict[str, Any], int]:
         """One request: its envelope and the exit code ``memoree call`` would use."""
+        raw = json.dumps(document).encode("utf-8")
         with self._lock:
-            body, exit_code = callcmd.run(json.dumps(document).encode("utf-8"), self.options)
+            body, exit_code = self._send_kept(raw) if self._keep_open else callcmd.run(raw, self.options)
         return json.loads(body), exit_code
+
+    def _send_kept(self, raw: bytes) -> tuple[bytes, int]:
+        prepared = callcmd.prepare(raw)
+        if not isinstance(prepared, callcmd.Prepared):
+            return prepared
+        if self._service is None:
+            from memoree.paths import data_dir
+            from memoree.service import Service
+
+            self._service = Service(self.options.data_dir or data_dir())
+        reply = self._service.handle_bytes(prepared.raw, fallback_request_id="req_cli")
+        if reply.ok:
+            from memoree.audit import maybe_seal
+
+            maybe_seal(self._service.engine)
+        return reply.body, reply.exit_code
+
+    def close(self) -> None:
+        with self._lock:
+            if self._service is not None:
+                self._service.close()
+                self._service = None
+
+    def __enter__(self) -> Sender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

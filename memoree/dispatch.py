@@ -49,6 +49,10 @@ def install(service: Any) -> None:
         "memory.probe": lambda request, inp: _query("probe").probe(read_scope(engine(), request), inp),
         "memory.retrieve": lambda request, inp: _query("retrieve").retrieve(read_scope(engine(), request), inp),
         "citation.get": lambda request, inp: _query("citations").citation_get(engine().conn, engine().cas, inp),
+        "artifact.list": lambda request, inp: _query("browse").artifact_list(
+            engine().conn, request.context.scope(), inp),
+        "claim.list": lambda request, inp: _query("browse").claim_list(
+            engine().conn, request.context.scope(), inp),
     })
     service.readers.update({
         "fact.recall": lambda request, inp: _factops().recall(engine(), inp),

@@ -1,229 +1,150 @@
-"""Importers from other agent memories: the MCP reference memory server's JSONL and mem0's JSON.
+"""Importing other agent memories, keeping each upstream record tracked by its own identity.
 
-Each source record becomes an artifact (the record itself, rendered as text, is the evidence),
-its observations or memory become ``observation`` claims citing the exact byte spans of that
-artifact, and mcp-memory relations become ``relation.put`` ``references`` edges between the
-entity artifacts (only when ``relation.put`` is registered; otherwise they are skipped and the
-summary says so). Everything goes through ordinary idempotent mutations whose keys derive from
-the source records, ``import_<BLAKE3 hex(logical op \\0 part)>``, and whose inputs depend only on
-the records (never on the file's path or the time), so importing a file twice leaves the log
-head unchanged. The artifact provenance names the source.
+Formats: the MCP reference memory server's ``memory.jsonl``, mem0 exports (``get_all`` results,
+graph relations included, and Platform pages), and basic-memory folders of Markdown notes
+(parsed by ``memoree.import_formats``). Each record becomes an artifact whose provenance names
+its source and upstream identity; its observations become claims citing exact byte spans of the
+artifact; its links become relations between the artifacts.
+
+An import first reads what earlier imports of the same format stored in the ambient context
+(``artifact.list`` by provenance, ``claim.list`` by actor), then ``memoree.import_plan`` decides
+per record: create, revise (a new artifact revision; claims revised, asserted or retracted by
+statement), or nothing. Re-importing an unchanged source writes nothing. Records the source no
+longer has are forgotten only with ``forget_missing``. Every write is an ordinary idempotent
+mutation sent through ``memoree call``'s path; the summary counts each outcome and says why
+anything was skipped.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blake3 import blake3
-
-from memoree.caller import Sender, canonical_json, derived_key, envelope_error, new_request
+from memoree import import_formats
+from memoree.caller import Sender, envelope_error, new_request
 from memoree.errors import InvalidRequest
+from memoree.import_formats import SourceDocument
+from memoree.import_plan import (
+    Edge,
+    RecordPlan,
+    StoredArtifact,
+    StoredClaim,
+    edges,
+    import_key,
+    missing,
+    plan_records,
+    provenance,
+)
 
-__all__ = [
-    "FORMATS", "ImportSummary", "PlannedRecord", "import_file", "plan_mcp_memory", "plan_mem0",
-    "stderr_is_terminal",
-]
+__all__ = ["FORMATS", "ImportSummary", "import_source", "read_source", "stderr_is_terminal"]
 
-KEY_PREFIX = "import"
-MARKDOWN = "text/markdown; charset=utf-8"
+FORMATS: dict[str, str] = {
+    "mcp-memory": "JSONL file of the MCP reference memory server (memory.jsonl)",
+    "mem0": "JSON export of mem0 memories (get_all results, graph relations, Platform pages)",
+    "basic-memory": "folder of basic-memory Markdown notes",
+}
 _RECORD_LEVEL_CODES = {"INVALID_REQUEST", "NOT_FOUND", "CONTENT_TOO_LARGE", "SCOPE_VIOLATION",
-                       "IDEMPOTENCY_CONFLICT"}
-_TITLE_CHARS = 80
-
-
-@dataclass
-class PlannedClaim:
-    """A claim citing ``[start, end)`` of its record's artifact."""
-
-    statement: str
-    span: tuple[int, int]
-    key: str
-
-
-@dataclass
-class PlannedRecord:
-    """One source record: the artifact to store, the claims citing it, a name for relations."""
-
-    label: str
-    artifact_input: dict[str, Any]
-    artifact_key: str
-    claims: list[PlannedClaim] = field(default_factory=list)
-    actor: str = ""
-
-
-@dataclass
-class PlannedRelation:
-    source: str
-    target: str
-    relation_types: list[str]
-    label: str
-
-    def key(self, fmt: str) -> str:
-        part = canonical_json({"from": self.source, "to": self.target, "types": self.relation_types})
-        return derived_key(KEY_PREFIX, f"{fmt}.relation", part)
-
-
-@dataclass
-class ImportPlan:
-    records: list[PlannedRecord] = field(default_factory=list)
-    relations: list[PlannedRelation] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    read: int = 0
+                       "IDEMPOTENCY_CONFLICT", "REVISION_CONFLICT"}
+_OUTCOMES = ("created", "revised", "unchanged", "removed", "skipped", "failed")
+_PAGE = 100
 
 
 @dataclass
 class ImportSummary:
-    """What an import did, counted per kind; ``failures`` are records the store refused."""
+    """What an import did, per kind and outcome; ``notes`` say why anything was skipped."""
 
     fmt: str
-    file: str
+    source: str
     context: dict[str, Any] | None = None
     counts: dict[str, dict[str, int]] = field(default_factory=lambda: {
-        kind: {"created": 0, "replayed": 0, "failed": 0, "skipped": 0}
-        for kind in ("artifacts", "claims", "relations")})
+        kind: dict.fromkeys(_OUTCOMES, 0) for kind in ("artifacts", "claims", "relations")})
     records_read: int = 0
     notes: list[str] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     commit_seq: int | None = None
+    forget_missing: bool = False
 
     def count(self, kind: str, outcome: str, n: int = 1) -> None:
         self.counts[kind][outcome] += n
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": self.fmt, "file": self.file, "context": self.context,
+        return {"format": self.fmt, "source": self.source, "context": self.context,
                 "records_read": self.records_read, **self.counts, "commit_seq": self.commit_seq,
-                "notes": self.notes, "failures": self.failures}
+                "forget_missing": self.forget_missing, "notes": self.notes,
+                "failures": self.failures}
 
 
-def plan_mcp_memory(raw: bytes) -> ImportPlan:
-    """Entities and relations of the MCP memory server's JSONL (one JSON object per line)."""
-    plan = ImportPlan()
-    relations: dict[tuple[str, str], set[str]] = {}
-    for number, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        plan.read += 1
-        try:
-            record = json.loads(line)
-        except ValueError:
-            plan.skipped.append(f"line {number}: not JSON")
-            continue
-        kind = record.get("type") if isinstance(record, dict) else None
-        if kind == "entity" and _valid_entity(record):
-            plan.records.append(_entity_record(record))
-        elif kind == "relation" and _valid_relation(record):
-            relations.setdefault((record["from"], record["to"]), set()).add(record["relationType"])
-        else:
-            plan.skipped.append(f"line {number}: not an entity or relation record")
-    plan.relations = [PlannedRelation(source, target, sorted(types), f"{source} -> {target}")
-                      for (source, target), types in sorted(relations.items())]
-    return plan
-
-
-def plan_mem0(raw: bytes) -> ImportPlan:
-    """Memories of a mem0 export: a JSON list (or ``{"results": [...]}``) of memory objects."""
-    try:
-        document = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidRequest(f"mem0 export is not JSON: {exc}") from None
-    if isinstance(document, dict):
-        document = document.get("results", document.get("memories"))
-    if not isinstance(document, list):
-        raise InvalidRequest('a mem0 export must be a JSON list of memories (or {"results": [...]})')
-    plan = ImportPlan(read=len(document))
-    for index, record in enumerate(document):
-        if isinstance(record, dict) and isinstance(record.get("memory"), str) and record["memory"].strip():
-            plan.records.append(_mem0_record(record))
-        else:
-            plan.skipped.append(f"item {index}: no memory text")
-    return plan
-
-
-FORMATS: dict[str, Callable[[bytes], ImportPlan]] = {"mcp-memory": plan_mcp_memory, "mem0": plan_mem0}
-
-
-def import_file(fmt: str, path: Path, sender: Sender, *, context: dict[str, Any] | None,
-                context_source: str | None, relations_supported: bool,
-                progress: bool = False) -> ImportSummary:
-    """Plan ``path`` in format ``fmt`` and send it; a store-wide failure raises its typed error."""
+def read_source(fmt: str, path: Path) -> SourceDocument:
+    """Parse ``path`` (a file, or a folder for basic-memory) in format ``fmt``."""
+    if fmt == "basic-memory":
+        return import_formats.read_basic_memory(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise InvalidRequest(f"cannot read {path}: {exc.strerror}") from None
-    plan = FORMATS[fmt](raw)
-    summary = ImportSummary(fmt=fmt, file=str(path.resolve()), context=context,
-                            records_read=plan.read)
-    summary.notes.extend(plan.skipped)
-    run = _Run(fmt, sender, summary, context, context_source)
-    steps = len(plan.records) + len(plan.relations)
-    with _Progress(progress, steps, f"importing {path.name}") as advance:
-        for record in plan.records:
-            run.record(record)
+    return import_formats.read_mcp_memory(raw) if fmt == "mcp-memory" else import_formats.read_mem0(raw)
+
+
+def import_source(fmt: str, path: Path, sender: Sender, *, context: dict[str, Any] | None,
+                  context_source: str | None, forget_missing: bool = False,
+                  progress: bool = False) -> ImportSummary:
+    """Bring the store in line with ``path``; a store-wide failure raises its typed error."""
+    if fmt not in FORMATS:
+        raise InvalidRequest(f"unknown import format {fmt!r}; one of {', '.join(FORMATS)}")
+    document = read_source(fmt, path)
+    summary = ImportSummary(fmt=fmt, source=str(path.resolve()), context=context,
+                            records_read=document.read, forget_missing=forget_missing)
+    summary.notes.extend(document.skipped)
+    wire = _Wire(sender, summary, context, context_source)
+    stored = _stored_artifacts(wire, fmt)
+    claims = _stored_claims(wire, fmt)
+    plans = plan_records(document.records, stored, claims)
+    gone = missing(document.records, stored)
+    run = _Run(fmt, wire, summary)
+    with _Progress(progress, len(plans) + len(gone), f"importing {path.name}") as advance:
+        for plan in plans:
+            run.record(plan)
             advance()
-        run.relations(plan.relations, relations_supported, advance)
+        for artifact in gone:
+            run.gone(artifact, claims.get(artifact.artifact_id, []), forget_missing)
+            advance()
+    run.relations(edges(document.records), {p.record.identity: p for p in plans})
     return summary
 
 
-class _Run:
-    """One import's sending loop: counts outcomes and remembers the artifact of each label."""
+class _Wire:
+    """Sends requests in the frozen context and turns record-level refusals into counted failures."""
 
-    def __init__(self, fmt: str, sender: Sender, summary: ImportSummary,
-                 context: dict[str, Any] | None, context_source: str | None) -> None:
-        self.fmt, self.sender, self.summary = fmt, sender, summary
+    def __init__(self, sender: Sender, summary: ImportSummary, context: dict[str, Any] | None,
+                 context_source: str | None) -> None:
+        self.sender, self.summary = sender, summary
         self.context, self.context_source = context, context_source
-        self.artifacts: dict[str, tuple[str, str]] = {}
 
-    def record(self, record: PlannedRecord) -> None:
-        artifact = self._send("artifacts", record.label, "artifact.put", record.artifact_input,
-                              record.artifact_key)
-        if artifact is None:
-            self.summary.count("claims", "skipped", len(record.claims))
-            return
-        ids = (artifact["artifact_id"], artifact["revision_id"])
-        if record.label in self.artifacts:
-            self.summary.notes.append(f"{record.label}: appears more than once; relations use the first")
-        else:
-            self.artifacts[record.label] = ids
-        for claim in record.claims:
-            payload = {"claim_type": "observation", "statement": claim.statement,
-                       "evidence": [{"artifact_id": ids[0], "revision_id": ids[1],
-                                     "start_byte": claim.span[0], "end_byte": claim.span[1]}],
-                       "actor": record.actor}
-            self._send("claims", record.label, "claim.assert", payload, claim.key)
+    def read(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        envelope, _ = self.sender.send(new_request(op, payload, context=self.context,
+                                                   context_source=self.context_source))
+        if not envelope.get("ok"):
+            raise envelope_error(envelope)
+        return envelope["result"]
 
-    def relations(self, relations: list[PlannedRelation], supported: bool,
-                  advance: Callable[[], None]) -> None:
-        if relations and not supported:
-            self.summary.count("relations", "skipped", len(relations))
-            self.summary.notes.append(
-                f"{len(relations)} relation(s) skipped: this memoree does not offer relation.put")
-            for _ in relations:
-                advance()
-            return
-        for relation in relations:
-            source, target = self.artifacts.get(relation.source), self.artifacts.get(relation.target)
-            if source is None or target is None or source == target:
-                self.summary.count("relations", "skipped")
-                why = ("an endpoint entity was not imported" if source is None or target is None
-                       else "a self-relation")
-                self.summary.notes.append(f"relation {relation.label}: skipped, {why}")
-            else:
-                payload = {"source_type": "artifact", "source_id": source[0], "relation": "references",
-                           "target_type": "artifact", "target_id": target[0],
-                           "metadata": {"source": self.fmt, "relation_types": relation.relation_types}}
-                self._send("relations", relation.label, "relation.put", payload, relation.key(self.fmt))
-            advance()
+    def pages(self, op: str, payload: dict[str, Any], items: str) -> Iterator[dict[str, Any]]:
+        cursor = None
+        while True:
+            page = self.read(op, {**payload, "limit": _PAGE,
+                                  **({"before_commit_seq": cursor} if cursor else {})})
+            yield from page[items]
+            cursor = page.get("next_before_commit_seq")
+            if not page["truncated"] or cursor is None:
+                return
 
-    def _send(self, kind: str, label: str, op: str, payload: dict[str, Any],
+    def write(self, kind: str, label: str, op: str, payload: dict[str, Any],
               key: str) -> dict[str, Any] | None:
-        document = new_request(op, payload, idempotency_key=key, context=self.context,
-                               context_source=self.context_source)
-        envelope, _ = self.sender.send(document)
+        envelope, _ = self.sender.send(new_request(op, payload, idempotency_key=key,
+                                                   context=self.context,
+                                                   context_source=self.context_source))
         if not envelope.get("ok"):
             error = envelope_error(envelope)
             if error.code not in _RECORD_LEVEL_CODES:
@@ -233,110 +154,167 @@ class _Run:
             self.summary.failures.append({"record": label, "op": op, "code": error.code,
                                           "message": error.message})
             return None
-        result = envelope["result"]
-        self.summary.count(kind, "created" if result.get("created") else "replayed")
         commit_seq = envelope.get("commit_seq")
-        if isinstance(commit_seq, int):
+        if isinstance(commit_seq, int) and envelope["result"].get("created", True):
             self.summary.commit_seq = max(self.summary.commit_seq or 0, commit_seq)
+        return envelope["result"]
+
+
+def _stored_artifacts(wire: _Wire, fmt: str) -> dict[str, StoredArtifact]:
+    """Active artifacts earlier imports of ``fmt`` stored here, by upstream identity (newest wins)."""
+    stored: dict[str, StoredArtifact] = {}
+    for item in wire.pages("artifact.list", {"provenance": {"source": fmt}}, "artifacts"):
+        prov = item.get("provenance") or {}
+        identity = prov.get("external_id")
+        if isinstance(identity, str) and identity not in stored:
+            stored[identity] = StoredArtifact(identity, item["artifact_id"], item["revision_id"],
+                                              prov.get("record_blake3"))
+    return stored
+
+
+def _stored_claims(wire: _Wire, fmt: str) -> dict[str, list[StoredClaim]]:
+    """Current claims earlier imports of ``fmt`` asserted here, by the artifact they cite."""
+    claims: dict[str, list[StoredClaim]] = {}
+    for item in wire.pages("claim.list", {"actor": _actor(fmt)}, "claims"):
+        if item["evidence"]:
+            claims.setdefault(item["evidence"][0]["artifact_id"], []).append(
+                StoredClaim(item["claim_id"], item["revision_id"], item["statement"]))
+    for listed in claims.values():
+        listed.reverse()  # oldest first, the order they were asserted in
+    return claims
+
+
+def _actor(fmt: str) -> str:
+    return f"import:{fmt}"
+
+
+class _Run:
+    """Carries out record plans: artifact writes first, then that artifact's claims."""
+
+    def __init__(self, fmt: str, wire: _Wire, summary: ImportSummary) -> None:
+        self.fmt, self.wire, self.summary = fmt, wire, summary
+        self.artifacts: dict[str, str] = {}
+        self.created: set[str] = set()
+
+    def record(self, plan: RecordPlan) -> None:
+        record = plan.record
+        revision = self._artifact(plan)
+        if revision is None:
+            self.summary.count("claims", "skipped", len(record.observations))
+            return
+        artifact_id, revision_id = revision
+        self.artifacts[record.identity] = artifact_id
+        changes = plan.claims
+        self.summary.count("claims", "unchanged", len(changes.keep))
+        for observation in changes.add:
+            payload = self._claim_payload(observation, artifact_id, revision_id)
+            payload["claim_type"] = observation.claim_type
+            key = import_key(self.fmt, "assert", record.identity, revision_id, observation.statement)
+            self._counted("claims", record.identity, "claim.assert", payload, key, "created")
+        for observation, claim in changes.revise:
+            payload = {"claim_id": claim.claim_id, "if_revision": claim.revision_id,
+                       **self._claim_payload(observation, artifact_id, revision_id)}
+            key = import_key(self.fmt, "revise-claim", claim.revision_id, revision_id, observation.statement)
+            self._counted("claims", record.identity, "claim.revise", payload, key, "revised")
+        for claim in changes.retract:
+            self._retract(record.identity, claim, "the observation was removed from the source")
+
+    def _artifact(self, plan: RecordPlan) -> tuple[str, str] | None:
+        record, stored = plan.record, plan.stored
+        if stored is not None and plan.action in ("unchanged", "repair"):
+            self.summary.count("artifacts", "unchanged")
+            return stored.artifact_id, stored.revision_id
+        body = {"title": record.title, "media_type": record.media_type,
+                "content": {"type": "text", "data": record.text},
+                "provenance": provenance(self.fmt, record), "actor": _actor(self.fmt)}
+        if stored is None:
+            key = import_key(self.fmt, "put", record.identity, record.digest())
+            result = self._counted("artifacts", record.identity, "artifact.put",
+                                   {"kind": record.kind, **body}, key, "created")
+            if result is not None:
+                self.created.add(record.identity)
+        else:
+            key = import_key(self.fmt, "revise", stored.revision_id, record.digest())
+            result = self._counted("artifacts", record.identity, "artifact.revise",
+                                   {"artifact_id": stored.artifact_id, "if_revision": stored.revision_id,
+                                    **body}, key, "revised")
+        return None if result is None else (result["artifact_id"], result["revision_id"])
+
+    def gone(self, artifact: StoredArtifact, claims: list[StoredClaim], forget: bool) -> None:
+        if not forget:
+            self.summary.count("artifacts", "skipped")
+            self.summary.notes.append(f"{artifact.identity}: no longer in the source; kept "
+                                      "(import with --forget-missing to forget it)")
+            return
+        for claim in claims:
+            self._retract(artifact.identity, claim, "the record was removed from the source")
+        key = import_key(self.fmt, "forget", artifact.revision_id)
+        self._counted("artifacts", artifact.identity, "artifact.forget",
+                      {"artifact_id": artifact.artifact_id, "reason": "removed from the source",
+                       "actor": _actor(self.fmt)}, key, "removed")
+
+    def relations(self, planned: list[Edge], plans: dict[str, RecordPlan]) -> None:
+        """Send the edges a created or revised source (or a created target) may lack."""
+        existing: dict[str, dict[tuple[str, str], Any]] = {}
+        for edge in planned:
+            source, target = self.artifacts.get(edge.source), self.artifacts.get(edge.target)
+            if source is None or target is None:
+                self.summary.count("relations", "skipped")
+                self.summary.notes.append(f"relation {edge.source} -> {edge.target}: an endpoint was not imported")
+                continue
+            action = plans[edge.source].action
+            if action in ("unchanged", "repair") and edge.target not in self.created:
+                self.summary.count("relations", "unchanged")
+                continue
+            if action == "revise":
+                present = existing.setdefault(edge.source, self._outgoing(source))
+                metadata = present.get((target, edge.relation))
+                if metadata is not None:
+                    same = metadata == edge.metadata(self.fmt)
+                    self.summary.count("relations", "unchanged" if same else "skipped")
+                    if not same:
+                        self.summary.notes.append(
+                            f"relation {edge.source} -> {edge.target}: the upstream types changed; "
+                            "relations are immutable, the first edge is kept")
+                    continue
+            payload = {"source_type": "artifact", "source_id": source, "relation": edge.relation,
+                       "target_type": "artifact", "target_id": target,
+                       "metadata": edge.metadata(self.fmt)}
+            key = import_key(self.fmt, "relation", edge.source, edge.target, edge.relation,
+                             list(edge.upstream_types))
+            self._counted("relations", f"{edge.source} -> {edge.target}", "relation.put", payload,
+                          key, "created")
+
+    def _outgoing(self, artifact_id: str) -> dict[tuple[str, str], Any]:
+        found = {}
+        for item in self.wire.pages("relation.list", {"entity_type": "artifact", "entity_id": artifact_id,
+                                                      "direction": "outgoing"}, "relations"):
+            found[(item["target_id"], item["relation"])] = item["metadata"]
+        return found
+
+    def _claim_payload(self, observation: Any, artifact_id: str, revision_id: str) -> dict[str, Any]:
+        start, end = observation.span
+        return {"statement": observation.statement,
+                "evidence": [{"artifact_id": artifact_id, "revision_id": revision_id,
+                              "start_byte": start, "end_byte": end}],
+                "actor": _actor(self.fmt)}
+
+    def _retract(self, label: str, claim: StoredClaim, reason: str) -> None:
+        key = import_key(self.fmt, "retract", claim.revision_id)
+        self._counted("claims", label, "claim.retract",
+                      {"claim_id": claim.claim_id, "reason": reason, "actor": _actor(self.fmt)},
+                      key, "removed")
+
+    def _counted(self, kind: str, label: str, op: str, payload: dict[str, Any], key: str,
+                 outcome: str) -> dict[str, Any] | None:
+        result = self.wire.write(kind, label, op, payload, key)
+        if result is not None:
+            self.summary.count(kind, outcome if result.get("created", True) else "unchanged")
         return result
 
 
-def _valid_relation(record: dict[str, Any]) -> bool:
-    return all(isinstance(record.get(k), str) and record[k] for k in ("from", "to", "relationType"))
-
-
-def _valid_entity(record: dict[str, Any]) -> bool:
-    observations = record.get("observations", [])
-    return (isinstance(record.get("name"), str) and bool(record["name"].strip())
-            and isinstance(record.get("entityType", ""), str)
-            and isinstance(observations, list) and all(isinstance(o, str) for o in observations))
-
-
-def _record_digest(record: dict[str, Any]) -> str:
-    return blake3(canonical_json(record).encode("utf-8")).hexdigest()
-
-
-class _TextBuilder:
-    """Renders a record line by line and remembers the UTF-8 byte span of chosen pieces."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.size = 0
-
-    def add(self, text: str) -> tuple[int, int]:
-        start = self.size
-        self.parts.append(text)
-        self.size += len(text.encode("utf-8"))
-        return start, self.size
-
-    def text(self) -> str:
-        return "".join(self.parts)
-
-
-def _entity_record(record: dict[str, Any]) -> PlannedRecord:
-    name, entity_type = record["name"], record.get("entityType", "")
-    digest = _record_digest(record)
-    builder = _TextBuilder()
-    builder.add(f"# {name}\n\nentityType: {entity_type}\n\nobservations:\n")
-    spans = []
-    for observation in record.get("observations", []):
-        builder.add("- ")
-        spans.append((observation, builder.add(observation)))
-        builder.add("\n")
-    artifact_input = {
-        "kind": "entity",
-        "title": _title(name),
-        "media_type": MARKDOWN,
-        "content": {"type": "text", "data": builder.text()},
-        "provenance": {"source": "mcp-memory", "record": "entity", "name": name,
-                       "entity_type": entity_type, "record_blake3": digest},
-    }
-    planned = PlannedRecord(label=name, artifact_input=artifact_input,
-                            artifact_key=derived_key(KEY_PREFIX, "mcp-memory.entity", canonical_json(record)),
-                            actor="import:mcp-memory")
-    for index, (observation, span) in enumerate(spans):
-        if observation.strip():
-            planned.claims.append(PlannedClaim(
-                statement=f"{name}: {observation}", span=span,
-                key=derived_key(KEY_PREFIX, "mcp-memory.observation", f"{digest}\0{index}")))
-    return planned
-
-
-def _mem0_record(record: dict[str, Any]) -> PlannedRecord:
-    memory = record["memory"]
-    digest = _record_digest(record)
-    builder = _TextBuilder()
-    span = builder.add(memory)
-    builder.add("\n\n")
-    for name in sorted(k for k in record if k != "memory"):
-        value = record[name]
-        shown = value if isinstance(value, str) else canonical_json(value)
-        builder.add(f"{name}: {shown}\n")
-    provenance = {"source": "mem0", "record_blake3": digest}
-    provenance.update({k: record[k] for k in ("id", "user_id", "agent_id", "created_at")
-                       if isinstance(record.get(k), str)})
-    artifact_input = {
-        "kind": "memory",
-        "title": _title(memory),
-        "media_type": MARKDOWN,
-        "content": {"type": "text", "data": builder.text()},
-        "provenance": provenance,
-    }
-    return PlannedRecord(
-        label=str(record.get("id") or digest[:16]), artifact_input=artifact_input,
-        artifact_key=derived_key(KEY_PREFIX, "mem0.memory", canonical_json(record)),
-        claims=[PlannedClaim(statement=memory, span=span,
-                             key=derived_key(KEY_PREFIX, "mem0.claim", digest))],
-        actor="import:mem0")
-
-
-def _title(text: str) -> str:
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "untitled")
-    return first if len(first) <= _TITLE_CHARS else first[: _TITLE_CHARS - 1].rstrip() + "…"
-
-
 class _Progress:
-    """A rich progress bar on stderr when it is a terminal; otherwise a no-op ``advance``."""
+    """A rich progress bar with counts on stderr when it is a terminal; otherwise a no-op."""
 
     def __init__(self, enabled: bool, total: int, label: str) -> None:
         self.enabled, self.total, self.label = enabled and total > 0, total, label
@@ -346,9 +324,10 @@ class _Progress:
         if not self.enabled:
             return lambda: None
         from rich.console import Console
-        from rich.progress import Progress
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self._bar = Progress(console=Console(stderr=True), transient=True)
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TimeRemainingColumn(), console=Console(stderr=True), transient=True)
         self._bar.start()
         task = self._bar.add_task(self.label, total=self.total)
         return lambda: self._bar.advance(task)

@@ -58,6 +58,8 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("memory.probe", inputs.ProbeInput, needs_context=True, horizon=True),
     OpSpec("memory.retrieve", inputs.RetrieveInput, needs_context=True, horizon=True),
     OpSpec("citation.get", inputs.CitationGetInput),
+    OpSpec("artifact.list", inputs.ArtifactListInput, needs_context=True, horizon=True),
+    OpSpec("claim.list", inputs.ClaimListInput, needs_context=True, horizon=True),
     # The signed fact plane (emem). fact.recall may write (a cold band materializes) but is not a
     # protocol mutation: no idempotency key, no ambient context (emem's scope is in the input).
     OpSpec("band.register", inputs.BandRegisterInput, mutating=True, needs_context=True),

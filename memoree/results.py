@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoree.queries.browse import ArtifactList, ClaimList
 from memoree.queries.conflicts import ConflictList
 from memoree.queries.entities import ArtifactHistory, ClaimHistory
 from memoree.queries.records import (
@@ -42,6 +43,8 @@ RESULT_TYPES: dict[str, Any] = {
     "memory.probe": ProbeResult,
     "citation.get": CitationResult,
     "memory.retrieve": RetrieveResult,
+    "artifact.list": ArtifactList,
+    "claim.list": ClaimList,
 }
 
 from memoree.queries.fact_results import BandMutationResult, FactAttestResult  # noqa: E402
