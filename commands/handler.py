@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from memoree.errors import IdempotencyConflict, InternalError, NotFound
+from memoree.errors import IdempotencyConflict, InternalError, InvalidRequest, NotFound
 from memoree.eventlog.cas import ContentStore
 from memoree.eventlog.events import Scope, event_type_name
 from memoree.eventlog.store import NewEvent
@@ -29,7 +29,7 @@ from memoree.scope import require_write_scope
 
 from . import artifacts, claims, purge, relations
 from .context import DecideContext, Decision
-from .loaders import load_artifact, load_claim, load_purge_state, load_revision_sizes
+from .loaders import load_append_state, load_artifact, load_claim, load_purge_state, load_revision_sizes
 from .relations import NoOp
 from .state import BlobRef
 
@@ -45,6 +45,9 @@ class Command:
     authorize: Callable[[Any, Any, Scope], None]
     decide: Callable[[Any, Any, Any, DecideContext], list[Decision] | NoOp]
     blob: Callable[[Any], BlobRef | None] = lambda prepared: None
+    # Content that depends on stored bytes (``artifact.append``): read after the replay check,
+    # it replaces ``prepared`` for ``decide`` and ``blob``.
+    compose: Callable[[ContentStore, Any, Any], Any] | None = None
     # Side effects on the CAS: ``in_transaction`` runs before the commit, ``after_commit`` after it.
     in_transaction: Callable[[ContentStore, list[Any]], None] | None = None
     after_commit: Callable[[ContentStore, list[Any]], None] | None = None
@@ -71,6 +74,13 @@ def _claim_target(state: Any, inp: Any, scope: Scope) -> None:
     if state is None:
         raise NotFound(f"claim {inp.claim_id}")
     require_write_scope("claim", state.claim_id, state.owner, scope)
+
+
+def _append_bytes(cas: ContentStore, state: Any, appended: BlobRef) -> BlobRef:
+    head = state.artifact
+    if head.status == "forgotten":  # checked before the bytes are read: a purged blob is gone
+        raise InvalidRequest(f"artifact {head.artifact_id} has been forgotten and cannot be appended to")
+    return artifacts.compose_append(cas.get(state.blob_hash, state.size_bytes), appended)
 
 
 def _evidence_pairs(inp: Any) -> list[tuple[str, str]]:
@@ -106,6 +116,14 @@ COMMANDS: dict[str, Command] = {
         authorize=_artifact_target,
         decide=lambda state, inp, blob, ctx: artifacts.decide_revise(state, inp, blob, ctx),
         blob=lambda blob: blob,
+    ),
+    "artifact.append": Command(
+        prepare=artifacts.prepare_append,
+        load=lambda conn, inp, _: load_append_state(conn, inp.artifact_id),
+        authorize=lambda state, inp, scope: _artifact_target(state.artifact if state else None, inp, scope),
+        decide=lambda state, inp, blob, ctx: artifacts.decide_append(state, inp, blob, ctx),
+        blob=lambda blob: blob,
+        compose=lambda cas, state, appended: _append_bytes(cas, state, appended),
     ),
     "artifact.forget": Command(
         prepare=artifacts.prepare_forget,
@@ -190,6 +208,8 @@ class CommandHandler:
             replay = self.replay(conn, idempotency_key, request_digest)
             if replay is not None:
                 return replay
+            if command.compose is not None:
+                prepared = command.compose(self.cas, state, prepared)
             ctx = DecideContext(now=self.clock(), new_id=self.new_id, scope=scope)
             decisions = command.decide(state, inp, prepared, ctx)
             if isinstance(decisions, NoOp):

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from memoree.eventlog.events import Scope
 
-from .state import ArtifactState, ClaimState, RevisionSize
+from .state import AppendState, ArtifactState, ClaimState, RevisionSize
 
-__all__ = ["load_artifact", "load_claim", "load_revision_sizes"]
+__all__ = ["load_append_state", "load_artifact", "load_claim", "load_revision_sizes"]
 
 
 def load_artifact(conn: Any, artifact_id: str) -> ArtifactState | None:
@@ -27,6 +29,19 @@ def load_artifact(conn: Any, artifact_id: str) -> ArtifactState | None:
         head_revision_id=head, head_revision_number=number, title=title, media_type=media_type,
         stream_version=version,
     )
+
+
+def load_append_state(conn: Any, artifact_id: str) -> AppendState | None:
+    """The artifact's head and where its current bytes are (and whether they were purged)."""
+    artifact = load_artifact(conn, artifact_id)
+    if artifact is None:
+        return None
+    blob_hash, size, provenance, purged = conn.execute(
+        "SELECT r.blob_hash, r.size_bytes, r.provenance_json, a.purged_commit_seq FROM artifacts a "
+        "JOIN artifact_revisions r ON r.id = a.current_revision_id WHERE a.id = ?", (artifact_id,),
+    ).fetchone()
+    return AppendState(artifact=artifact, blob_hash=blob_hash, size_bytes=size,
+                       provenance=msgspec.json.decode(provenance), purged=purged is not None)
 
 
 def load_claim(conn: Any, claim_id: str) -> ClaimState | None:

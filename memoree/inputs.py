@@ -444,3 +444,32 @@ class ClaimListInput(_Input, kw_only=True):
 
 
 __all__ += ["ArtifactListInput", "ClaimListInput"]
+
+
+class ArtifactAppendInput(_Input, kw_only=True):
+    """``artifact.append``: a new revision holding the current bytes followed by ``content``."""
+
+    artifact_id: str
+    if_revision: str
+    content: ArtifactContent
+    title: str | None = None
+    provenance: dict[str, Any] | None = None
+    actor: str | None = None
+
+
+class BatchItem(_Input, kw_only=True):
+    """One mutation of a ``batch``: its op, its input and (optionally) its own idempotency key."""
+
+    op: Literal["artifact.put", "artifact.revise", "artifact.append", "artifact.forget",
+                "claim.assert", "claim.revise", "claim.retract", "relation.put"]
+    input: dict[str, Any]
+    idempotency_key: str | None = None
+
+
+class BatchInput(_Input, kw_only=True):
+    """``batch``: several mutations in one transaction, each its own event; all or nothing."""
+
+    items: list[BatchItem]
+
+
+__all__ += ["ArtifactAppendInput", "BatchInput", "BatchItem"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoree.batch import BatchResult
 from memoree.queries.browse import ArtifactList, ClaimList
 from memoree.queries.conflicts import ConflictList
 from memoree.queries.entities import ArtifactHistory, ClaimHistory
@@ -26,6 +27,7 @@ __all__ = ["RESULT_TYPES"]
 RESULT_TYPES: dict[str, Any] = {
     "artifact.put": ArtifactMutationResult,
     "artifact.revise": ArtifactMutationResult,
+    "artifact.append": ArtifactMutationResult,
     "artifact.forget": ArtifactMutationResult,
     "artifact.get": ArtifactRecord,
     "artifact.history": ArtifactHistory,
@@ -45,6 +47,7 @@ RESULT_TYPES: dict[str, Any] = {
     "memory.retrieve": RetrieveResult,
     "artifact.list": ArtifactList,
     "claim.list": ClaimList,
+    "batch": BatchResult,
 }
 
 from memoree.queries.fact_results import BandMutationResult, FactAttestResult  # noqa: E402

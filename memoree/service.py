@@ -128,6 +128,11 @@ class Service:
                 resolved_from="explicit" if request.context_source == "none" else request.context_source,
                 horizon=horizon, broadened=horizon != "ambient",
             )
+        if spec.name == "batch":
+            from memoree.batch import run_batch
+
+            result, commit_seq = run_batch(self, request, inp)
+            return success_envelope(request.request_id, result, context=context, commit_seq=commit_seq)
         if spec.mutating:
             assert request.context is not None and request.idempotency_key is not None
             scope = request.context.scope()
