@@ -54,11 +54,20 @@ class _Commands:
 
     # -- mcp ---------------------------------------------------------------------------------
 
-    def mcp(self) -> None:
-        """Serve the protocol as MCP tools over stdio (register with: claude mcp add memoree -- memoree mcp)."""
+    def mcp(
+        self,
+        project: Optional[Path] = typer.Option(None, "--project", help="Act in the project whose .memoree.toml is at or above DIR (for hosts that start servers anywhere).", metavar="DIR"),
+        context: Optional[str] = typer.Option(None, "--context", help='Act in this context: JSON {"workspace_id": ..., "project_id": ..., "task_id"?: ...}.', metavar="JSON"),
+    ) -> None:
+        """Serve the protocol as MCP tools, resources and prompts over stdio (see README: MCP)."""
+        from memoree.errors import ConfigError
         from memoree.mcp_server import run
 
-        run(self.options.call_options())
+        try:
+            run(self.options.call_options(), project=project, context_json=context)
+        except ConfigError as exc:
+            sys.stderr.write(f"memoree mcp: {exc.message}\n")
+            raise typer.Exit(exc.exit_code) from None
 
     # -- remember ----------------------------------------------------------------------------
 
