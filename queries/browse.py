@@ -29,7 +29,7 @@ from memoree.inputs import (
     check_text,
 )
 
-from .records import (
+from memoree.projections.records import (
     ArtifactRecord,
     ClaimRecord,
     artifact_from_row,

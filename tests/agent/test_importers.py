@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memoree.import_formats import read_basic_memory, read_mcp_memory
-from memoree.import_plan import StoredClaim, claim_changes, map_relation
+from memoree.agents.import_formats import read_basic_memory, read_mcp_memory
+from memoree.agents.import_plan import StoredClaim, claim_changes, map_relation
 from tests.agent.conftest import Cli
 
 ALICE = {"type": "entity", "name": "Alice Chen", "entityType": "person",
@@ -66,7 +66,7 @@ class TestPlanning:
 
     def test_removed_claims_are_revised_into_new_statements_in_order(self) -> None:
         """Kept statements stay; the k-th removed claim is revised into the k-th new one; extras are retracted."""
-        from memoree.import_formats import Observation
+        from memoree.agents.import_formats import Observation
 
         stored = [StoredClaim("c1", "r1", "keep"), StoredClaim("c2", "r2", "old a"), StoredClaim("c3", "r3", "old b")]
         changes = claim_changes([Observation("keep", (0, 4)), Observation("new a", (5, 10))], stored)

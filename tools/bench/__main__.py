@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from tools.bench import bulk, daemon, importer, peer, put, recall, search
+from tools.bench import bulk, daemon, importer, locomo, peer, put, recall, search
 from tools.bench.common import Row, print_table
 
 
@@ -24,7 +24,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
     for name, runner, extra in (
         ("put", put.main, []), ("daemon", daemon.main, []), ("peer", peer.main, []),
         ("bulk", bulk.main, [] if args.quick else ["--n", "100000"]),
-        ("search", search.main, []), ("recall", recall.main, []), ("importer", importer.main, []),
+        ("search", search.main, []), ("recall", recall.main, []),
+        ("locomo", locomo.main, [] if args.quick else ["--questions", "40"]),
+        ("importer", importer.main, []),
     ):
         print(f"\n== {name}")
         rows += runner(quick + extra)

@@ -16,10 +16,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from memoree.callcmd import CallOptions
-from memoree.caller import Sender
-from memoree.import_plan import StoredArtifact, StoredClaim, plan_records
-from memoree.importers import import_source, read_source
+from memoree.client.call import CallOptions
+from memoree.agents.caller import Sender
+from memoree.agents.import_plan import StoredArtifact, StoredClaim, plan_records
+from memoree.agents.importers import import_source, read_source
 from tools.bench.common import Row, print_table, timed
 
 CONTEXT = {"workspace_id": "wsp_bench", "project_id": "prj_bench", "pins": []}
