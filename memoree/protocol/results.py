@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoree.service.batch import BatchResult
+import msgspec
+
 from memoree.queries.browse import ArtifactList, ClaimList
 from memoree.queries.conflicts import ConflictList
 from memoree.queries.entities import ArtifactHistory, ClaimHistory
@@ -22,7 +23,21 @@ from memoree.queries.recall import RecallResult
 from memoree.queries.retrieve import RetrieveResult
 from memoree.queries.search import SearchResult
 
-__all__ = ["RESULT_TYPES"]
+__all__ = ["RESULT_TYPES", "BatchItemResult", "BatchResult"]
+
+
+class BatchItemResult(msgspec.Struct, kw_only=True):
+    op: str
+    commit_seq: int
+    result: dict[str, Any]
+
+
+class BatchResult(msgspec.Struct, kw_only=True):
+    """``batch``: item results in request order; ``commit_seq`` is the last item's."""
+
+    results: list[BatchItemResult]
+    commit_seq: int
+    created: bool
 
 RESULT_TYPES: dict[str, Any] = {
     "artifact.put": ArtifactMutationResult,

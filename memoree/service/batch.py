@@ -10,6 +10,7 @@ the error names that item (``details.item``, ``details.op``); nothing was writte
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -18,34 +19,24 @@ from memoree import limits
 from memoree.errors import InvalidRequest, MemoreeError
 from memoree.inputs import BatchInput
 from memoree.protocol.envelope import Request, namespaced_key, request_fingerprint
+from memoree.protocol.results import BatchItemResult, BatchResult
 
-__all__ = ["BatchItemResult", "BatchResult", "run_batch"]
-
-
-class BatchItemResult(msgspec.Struct, kw_only=True):
-    op: str
-    commit_seq: int
-    result: dict[str, Any]
+__all__ = ["run_batch"]
 
 
-class BatchResult(msgspec.Struct, kw_only=True):
-    """Item results in request order; ``commit_seq`` is the last item's."""
+def run_batch(engine: Any, request: Request, inp: BatchInput,
+              decode_input: Callable[[Any, msgspec.Raw], Any]) -> tuple[BatchResult, int]:
+    """Run the items in one transaction; the result and the commit_seq the envelope carries.
 
-    results: list[BatchItemResult]
-    commit_seq: int
-    created: bool
-
-
-def run_batch(service: Any, request: Request, inp: BatchInput) -> tuple[BatchResult, int]:
-    """Run the items in one transaction; the result and the commit_seq the envelope carries."""
+    ``decode_input`` is the service's own input decoder, so an item is validated exactly as the
+    same request alone would be.
+    """
     from memoree.protocol.ops import OPS
-    from memoree.service.service import decode_input
 
     if not 1 <= len(inp.items) <= limits.MAX_BATCH_ITEMS:
         raise InvalidRequest(f"batch items must number 1 to {limits.MAX_BATCH_ITEMS}")
     assert request.context is not None and request.idempotency_key is not None
     scope = request.context.scope()
-    engine = service.engine
     results: list[BatchItemResult] = []
     # Inside a daemon group commit the batch is one savepoint of the group's transaction (a
     # nested group would index the group's text twice); alone it is its own group.

@@ -131,7 +131,7 @@ class Service:
         if spec.name == "batch":
             from memoree.service.batch import run_batch
 
-            result, commit_seq = run_batch(self, request, inp)
+            result, commit_seq = run_batch(self.engine, request, inp, decode_input)
             return success_envelope(request.request_id, result, context=context, commit_seq=commit_seq)
         if spec.mutating:
             assert request.context is not None and request.idempotency_key is not None
