@@ -173,3 +173,31 @@ class TestMcpRegistration:
         listed, stored = outputs
         assert "artifact_put" in [tool["name"] for tool in listed["tools"]]
         assert (True, "Hello") == (stored["structuredContent"]["ok"], stored["structuredContent"]["result"]["title"])
+
+
+def human_examples() -> list[list[str]]:
+    """The README's `memoree … --human` lines, split as a shell would."""
+    found = []
+    for block in re.findall(r"```sh\n(.*?)```", README.read_text(), flags=re.S):
+        for line in block.splitlines():
+            command = line.split(" #", 1)[0].strip()
+            if command.startswith("memoree ") and "--human" in command.split():
+                found.append(shlex.split(command)[1:])
+    return found
+
+
+class TestHumanExamples:
+    def test_every_human_example_runs_as_shown(self, tmp_path: Path) -> None:
+        """Each README `--human` example, run on a store holding one note, exits 0 with readable text."""
+        examples = human_examples()
+        assert examples
+        env = {**clean_env(tmp_path), "MEMOREE_CONTEXT": json.dumps({"workspace_id": "wsp_r", "project_id": "prj_r"})}
+        note = tmp_path / "notes.md"
+        note.write_text("# Why SQLite\n\nSQLite is authoritative; the CAS stores blobs.\n", encoding="utf-8")
+        subprocess.run([sys.executable, "-m", "memoree", "artifact", "put", str(note)], env=env, check=True,
+                       capture_output=True, timeout=60)
+        for words in examples:
+            result = subprocess.run([sys.executable, "-m", "memoree", *words], capture_output=True, text=True,
+                                    env=env, timeout=60, cwd=tmp_path)
+            assert 0 == result.returncode, (words, result.stdout, result.stderr)
+            assert result.stdout.strip() and not result.stdout.lstrip().startswith("{"), words
