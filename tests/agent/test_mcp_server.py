@@ -232,6 +232,11 @@ class TestMcpForHosts:
             for name, prop in properties(tool.input_schema):
                 if name == "limit" or name.startswith("max_"):
                     assert bounded(prop, "maximum") is not None, (tool.name, name)
+        from jsonschema import Draft202012Validator
+
+        for tool in listed:
+            Draft202012Validator.check_schema(tool.input_schema)
+            Draft202012Validator.check_schema(tool.output_schema)
         destructive = {t.name for t in listed if t.annotations.destructive_hint}
         assert {"artifact_forget", "artifact_purge", "claim_retract", "batch"} <= destructive
         assert "artifact_put" not in destructive
@@ -302,3 +307,44 @@ class TestMcpForHosts:
         assert {"recall-before-answering", "remember-this"} == {p.name for p in prompts}
         assert "how to restart?" in recall.messages[0].content.text and "memory_recall" in recall.messages[0].content.text
         assert "the port is 7717" in remember.messages[0].content.text
+
+
+def test_structured_content_matches_each_tools_output_schema(call: Any) -> None:
+    """Real success envelopes of every kind of tool validate against that tool's outputSchema."""
+    from jsonschema import Draft202012Validator
+
+    from memoree.agents.mcp_server import output_schema
+
+    art = call.ok("artifact.put", {"kind": "note", "title": "t", "content": {"type": "text", "data": "SQLite is authoritative"}},
+                  key="p")["result"]
+    evidence = [{"artifact_id": art["artifact_id"], "revision_id": art["revision_id"], "start_byte": 0, "end_byte": 6}]
+    claim = call.ok("claim.assert", {"claim_type": "fact", "statement": "SQLite is authoritative", "evidence": evidence},
+                    key="c")["result"]
+    other = call.ok("claim.assert", {"claim_type": "fact", "statement": "Postgres is authoritative"}, key="o")["result"]
+    appended = call.ok("artifact.append", {"artifact_id": art["artifact_id"], "if_revision": art["revision_id"],
+                                           "content": {"type": "text", "data": "."}}, key="a")
+    edge = {"source_type": "claim", "source_id": claim["claim_id"], "relation": "contradicts",
+            "target_type": "claim", "target_id": other["claim_id"]}
+    envelopes = {
+        "artifact.append": appended,
+        "relation.put": call.ok("relation.put", edge, key="r"),
+        "batch": call.ok("batch", {"items": [{"op": "artifact.put", "input": {"kind": "n", "title": "b",
+                                                                              "content": {"type": "text", "data": "x"}}}]}, key="b"),
+        "artifact.get": call.ok("artifact.get", {"artifact_id": art["artifact_id"]}),
+        "artifact.history": call.ok("artifact.history", {"artifact_id": art["artifact_id"]}),
+        "artifact.list": call.ok("artifact.list", {}),
+        "claim.get": call.ok("claim.get", {"claim_id": claim["claim_id"]}),
+        "claim.list": call.ok("claim.list", {}),
+        "claim.history": call.ok("claim.history", {"claim_id": claim["claim_id"]}),
+        "relation.list": call.ok("relation.list", {"entity_type": "claim", "entity_id": claim["claim_id"]}),
+        "conflict.list": call.ok("conflict.list", {}),
+        "search": call.ok("search", {"query": "SQLite authoritative"}),
+        "memory.recall": call.ok("memory.recall", {"query": "SQLite authoritative"}),
+        "memory.retrieve": call.ok("memory.retrieve", {"query": "SQLite authoritative"}),
+        "memory.probe": call.ok("memory.probe", {"query": "SQLite authoritative"}),
+        "context.build": call.ok("context.build", {"query": "SQLite authoritative"}),
+        "context.resolve": call.ok("context.resolve", {}),
+    }
+    for op, envelope in envelopes.items():
+        errors = [e.message for e in Draft202012Validator(output_schema(op)).iter_errors(envelope)]
+        assert [] == errors, op
