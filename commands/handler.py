@@ -21,7 +21,7 @@ import msgspec
 from memoree.errors import IdempotencyConflict, InternalError, InvalidRequest, NotFound
 from memoree.eventlog.cas import ContentStore
 from memoree.eventlog.events import Scope, event_type_name
-from memoree.eventlog.store import NewEvent
+from memoree.eventlog.store import NewEvent, StaleDecision
 from memoree.projections.base import Projector, apply_events
 from memoree.projections.idempotency import stored_result
 from memoree.projections.relations import find_edge
@@ -34,6 +34,8 @@ from .relations import NoOp
 from .state import BlobRef
 
 __all__ = ["COMMANDS", "Command", "CommandHandler", "Outcome"]
+
+STALE_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -197,11 +199,27 @@ class CommandHandler:
         self, op: str, inp: msgspec.Struct, *, scope: Scope, idempotency_key: str,
         request_digest: str,
     ) -> Outcome:
-        """Run one mutation in one transaction and return its recorded result."""
+        """Run one mutation in one transaction and return its recorded result.
+
+        On a shared log the decision is optimistic: when another host appended between this
+        host's catch-up and its append (``StaleDecision``), the attempt is rolled back and made
+        again on the caught-up projections (the retry holds the append lock, so it cannot be stale).
+        """
         if op not in self.commands and op in self.lazy_commands:
             self.lazy_commands.pop(op)()
         command = self.commands[op]
         prepared = command.prepare(inp)
+        for attempt in range(STALE_RETRIES + 1):
+            try:
+                return self._execute_once(op, command, inp, prepared, scope, idempotency_key, request_digest)
+            except StaleDecision:
+                if attempt == STALE_RETRIES:
+                    raise
+                self.log.prepare_retry()
+        raise InternalError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _execute_once(self, op: str, command: Command, inp: msgspec.Struct, prepared: Any, scope: Scope,
+                      idempotency_key: str, request_digest: str) -> Outcome:
         with self.log.transaction() as conn:
             state = command.load(conn, inp, prepared)
             command.authorize(state, inp, scope)

@@ -98,6 +98,9 @@ class ContentStore:
             if not self.stored_again(digest):
                 self.erase_file(digest)
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        from .copies import scrub_dead_copies
+
+        scrub_dead_copies(self.root.parent)  # copies a killed reindex, verify or backup left
 
     def stored_again(self, digest: str) -> bool:
         """Whether an artifact that is not purged holds ``digest``: the same bytes put again after

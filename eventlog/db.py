@@ -54,8 +54,9 @@ def open_throwaway(path: str | os.PathLike[str], *, cache_kib: int = 262_144) ->
     page cache (256 MiB by default), foreign keys off. A new file is created owner-only."""
     create_private(path)
     conn = sqlite3.connect(os.fspath(path), isolation_level=None, check_same_thread=False)
+    # secure_delete: a purge replayed into the scratch zeroes the rows it deletes, as in the store.
     for pragma in ("journal_mode = OFF", "synchronous = OFF", f"cache_size = -{cache_kib}",
-                   "temp_store = MEMORY", "foreign_keys = OFF"):
+                   "temp_store = MEMORY", "foreign_keys = OFF", "secure_delete = ON"):
         conn.execute(f"PRAGMA {pragma}")
     return conn
 

@@ -226,6 +226,19 @@ class PostgresEventStore:
             raise
         self.commit()
 
+    def begin_unlocked(self) -> None:
+        """Open a write transaction without the append lock (``lock()`` takes it when it must)."""
+        if self._depth:
+            raise InternalError("a write transaction is already open on this connection")
+        self._execute("BEGIN")
+        self._depth, self._appended = 1, False
+
+    def lock(self) -> SharedCounters:
+        """Take the append lock inside the open transaction; return the counters it guards."""
+        self._require_transaction("lock")
+        return SharedCounters(*self._execute(
+            "SELECT seq, noops, checkpoints FROM log_head WHERE singleton FOR UPDATE").fetchone())
+
     def begin(self) -> SharedCounters:
         """Open the write transaction and take the append lock; return the locked counters."""
         if self._depth:

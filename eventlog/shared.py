@@ -10,9 +10,14 @@ in its own SQLite file:
 - its **projections**, advanced in the same local transaction as the replica.
 
 ``SharedLog`` is the event store the engine and the command handler use. A write transaction
-takes the append lock in PostgreSQL first, then the local write lock, catches the replica and
-the projections up to the shared head, and only then lets the handler load state and decide
-(lock, catch up, decide, append): no decision is made against a stale projection. Commit is
+first catches the replica and the projections up to the shared head **without** the append lock,
+then lets the handler load state and decide against them; the append lock (PostgreSQL's
+``log_head`` row) is taken only at the first append, and covers the sequence, the previous hash
+and the insert. Under the lock the decision is checked optimistically: if the shared head moved
+past this host's replica since the catch-up, the decision is discarded (``StaleDecision``), the
+host catches up under the lock and the handler decides again, so no decision is appended against
+a stale projection and other hosts' catch-up never waits on this one. Commit is
+Commit is
 PostgreSQL first, then local: the replica is always a prefix of the shared log, and a host that
 dies between the two simply catches up again. Outside a transaction ``head()`` is this host's
 position; when the shared log is ahead it catches up briefly before answering, so a read with
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,7 +52,15 @@ from memoree.eventlog.replica import (
     require_same_history,
 )
 from memoree.eventlog.sqlite import savepoint
-from memoree.eventlog.store import EventSink, IdempotencyHit, LogHead, NewEvent, RawEvent, RecordedEvent
+from memoree.eventlog.store import (
+    EventSink,
+    IdempotencyHit,
+    LogHead,
+    NewEvent,
+    RawEvent,
+    RecordedEvent,
+    StaleDecision,
+)
 
 __all__ = ["SharedLog", "require_recorded_key"]
 
@@ -67,6 +81,13 @@ class SharedLog:
         self.follower: Any = None
         self._depth = 0
         self._checkpoints_before = 0
+        # The append lock: the depth it was taken at (None: not held), the head it guards, and
+        # whether the next transaction takes it first (after a stale decision, so a retry wins).
+        self._locked_depth: int | None = None
+        self._shared_seq = 0
+        self._lock_first = False
+        self._lock_taken_at = 0.0
+        self.lock_holds: deque[float] = deque(maxlen=100_000)  # seconds per write transaction
         # Serializes this process's local writers (the engine and its follower) without SQLite's
         # sleeping busy handler; other processes on the same file still meet SQLite's own lock.
         self.local_lock = threading.Lock()
@@ -138,33 +159,78 @@ class SharedLog:
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
-        """Lock the shared log, catch this host up, yield the local connection; commit both.
-
-        Nested use is a savepoint on both sides (group commit in the daemon relies on it).
+        """Catch this host up, yield the local connection (the append lock is taken at the first
+        append), commit both. Nested use is a savepoint on both sides (group commit relies on it).
         """
         if self._depth:
             yield from self._savepoint()
             return
-        locked = self.pg.begin()
         with self.local_lock:
+            self._begin_local()
             try:
-                self._begin_local()
+                self._open_shared()
             except BaseException:
                 self.pg.rollback()
+                self._rollback_local()
                 raise
             self._depth = 1
             try:
-                catch_up(self.pg, self.conn, self.apply, shared=locked)
-                self._checkpoints_before = locked.checkpoints
+                self._checkpoints_before = local_counts(self.conn)[1]
                 yield self.conn
                 self._push_checkpoints()
             except BaseException:
                 self._depth = 0
                 self.pg.rollback()
                 self._rollback_local()
+                self._release_lock()
                 raise
             self._depth = 0
-            self._commit_both()
+            try:
+                self._commit_both()
+            finally:
+                self._release_lock()
+
+    def _open_shared(self) -> None:
+        """Catch up outside the append lock, then open the shared transaction; after a stale
+        decision, lock first and catch up under the lock instead (the retry cannot be stale)."""
+        if self._lock_first:
+            self._lock_first = False
+            locked = self.pg.begin()
+            self._hold_lock(locked.seq, depth=1)
+            catch_up(self.pg, self.conn, self.apply, shared=locked)
+            return
+        catch_up(self.pg, self.conn, self.apply)
+        self.pg.begin_unlocked()
+
+    def _hold_lock(self, seq: int, *, depth: int) -> None:
+        if not self._lock_taken_at:
+            self._lock_taken_at = time.perf_counter()
+        self._locked_depth, self._shared_seq = depth, seq
+
+    def _release_lock(self) -> None:
+        if self._lock_taken_at:
+            self.lock_holds.append(time.perf_counter() - self._lock_taken_at)
+        self._locked_depth, self._lock_taken_at = None, 0.0
+
+    def _lock_for_write(self) -> None:
+        """Hold the append lock and require that nobody appended since this host caught up."""
+        if self._locked_depth is None:
+            self._hold_lock(self.pg.lock().seq, depth=self._depth)
+        if replica_head(self.conn).commit_seq != self._shared_seq:
+            self._lock_first = True
+            raise StaleDecision("the shared log moved on while this host decided; deciding again",
+                                details={"shared_seq": self._shared_seq})
+
+    def prepare_retry(self) -> None:
+        """After ``StaleDecision``: inside a group, lock and catch up now (the retry then decides
+        on the current head); at the top level the next transaction locks first."""
+        if not self._depth:
+            return
+        if self._locked_depth is None:
+            self._hold_lock(self.pg.lock().seq, depth=self._depth)
+        catch_up(self.pg, self.conn, self.apply, shared=self.pg.counters())
+        self._shared_seq = replica_head(self.conn).commit_seq
+        self._lock_first = False
 
     def _savepoint(self) -> Iterator[Any]:
         name = f"unit{self._depth}"
@@ -173,6 +239,11 @@ class SharedLog:
             try:
                 with savepoint(self.conn, name):
                     yield self.conn
+            except BaseException:
+                # A row lock taken or used inside a rolled-back savepoint may be gone with it:
+                # take it again (harmlessly, if still held) at the next append.
+                self._locked_depth = None
+                raise
             finally:
                 self._depth -= 1
 
@@ -195,6 +266,13 @@ class SharedLog:
         """Publish checkpoints sealed in this transaction (the local table holds them first)."""
         newest = local_counts(self.conn)[1]
         if newest > self._checkpoints_before:
+            locked = self.pg.lock()  # taken now if no append took it; the counters either way
+            if self._locked_depth is None:
+                self._hold_lock(locked.seq, depth=self._depth)
+            if locked.checkpoints != self._checkpoints_before:
+                self._lock_first = True  # another host sealed meanwhile: seal again, locked first
+                raise StaleDecision("another host published a checkpoint while this one sealed",
+                                    details={"checkpoints": locked.checkpoints})
             for checkpoint in list_checkpoints(self.conn)[self._checkpoints_before:]:
                 self.pg.insert_checkpoint(checkpoint)
 
@@ -208,14 +286,18 @@ class SharedLog:
         """Append to the shared log and to this host's replica, inside ``transaction()``."""
         if not self._depth:
             raise InternalError("append outside a write transaction")
+        self._lock_for_write()
         recorded = self.pg.append(events)
         store_replica(self.conn, recorded)
+        if recorded:
+            self._shared_seq = recorded[-1].commit_seq
         return recorded
 
     def record_noop(self, key: str, request_digest: str, operation: str, commit_seq: int,
                     result_json: bytes, at: str) -> None:
         if not self._depth:
             raise InternalError("record_noop outside a write transaction")
+        self._lock_for_write()
         self.pg.record_noop(key, request_digest, operation, commit_seq, result_json, at)
         self.conn.execute(INSERT_NOOP, (key, request_digest, operation, commit_seq, result_json, at))
 

@@ -9,11 +9,12 @@ the one place that translates ``sqlite3`` errors into the error tree.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from memoree.errors import ContentTooLarge, IdempotencyConflict, InternalError, MemoreeError
+from memoree.errors import ContentTooLarge, DiskFull, IdempotencyConflict, InternalError, MemoreeError
 
 from .codec import GENESIS_HASH, chain_hash, decode_envelope, decode_payload, encode_event
 from .checkpoints import CHECKPOINT_SCHEMA
@@ -274,6 +275,8 @@ def storage_errors() -> Iterator[None]:
 def translate_storage_error(exc: Exception) -> MemoreeError:
     """A typed error for a failure of the disk under the store: an OS error or a SQLite one."""
     if isinstance(exc, OSError):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return DiskFull(f"{exc.strerror or exc}")
         return InternalError(f"I/O error: {exc}", hint="Check the data dir's disk (free space, permissions) and try again.")
     return translate_sqlite_error(exc)
 
@@ -283,7 +286,7 @@ def translate_sqlite_error(exc: Exception) -> MemoreeError:
     text = str(exc)
     lowered = text.lower()
     if "disk is full" in lowered or "database or disk is full" in lowered:
-        return InternalError(f"I/O error: {text}", hint="Free disk space and retry; nothing was written.")
+        return DiskFull(text)
     if "locked" in lowered or "busy" in lowered:
         return InternalError(f"database error: {text}", retryable=True,
                              hint="Another writer holds the database; retry shortly.")

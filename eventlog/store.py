@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from memoree.errors import IntegrityError, RevisionConflict
+from memoree.errors import IntegrityError, InternalError, RevisionConflict
 
 from .codec import chain_hash, decode_envelope
 from .events import Scope
@@ -96,6 +96,14 @@ class ChainBreak(msgspec.Struct, frozen=True):
 
 class StreamVersionConflict(RevisionConflict):
     """Another writer appended to the stream first (optimistic concurrency)."""
+
+
+class StaleDecision(InternalError):
+    """A shared log moved on between this host's catch-up and its append: the decision was made
+    against projections that miss events, so it is discarded and made again after catching up
+    (``CommandHandler`` retries; it reaches a caller only when retries run out)."""
+
+    retryable = True
 
 
 EventSink = Callable[[Any, Sequence["RecordedEvent"]], None]

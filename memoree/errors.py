@@ -20,6 +20,8 @@ driver in ``eventlog.sqlite``, the transport in ``memoree.service.service``), ne
     ├── UnsupportedVersion      UNSUPPORTED_VERSION   exit 2
     ├── TransportError          TRANSPORT_ERROR       exit 1  (retryable)
     ├── ReasonerError           REASONER_ERROR        exit 1
+    ├── DiskFull                DISK_FULL             exit 8  (retryable: nothing was written)
+    ├── Unauthorized            UNAUTHORIZED          exit 9  (peer not allowed, secret missing or wrong)
     └── InternalError           INTERNAL_ERROR        exit 1
 """
 
@@ -31,6 +33,7 @@ __all__ = [
     "CitationError",
     "ConfigError",
     "ContentTooLarge",
+    "DiskFull",
     "IdempotencyConflict",
     "IndexNotReady",
     "IntegrityError",
@@ -43,6 +46,7 @@ __all__ = [
     "RevisionConflict",
     "ScopeViolation",
     "TransportError",
+    "Unauthorized",
     "UnsupportedVersion",
     "error_class_for_code",
 ]
@@ -179,6 +183,22 @@ class ReasonerError(MemoreeError):
     exit_code = 1
 
 
+class DiskFull(MemoreeError):
+    code = "DISK_FULL"
+    retryable = True
+    exit_code = 8
+    prefix = "disk full: "
+    default_hint = "Free space on the disk that holds the data dir, then retry; nothing was written."
+
+
+class Unauthorized(MemoreeError):
+    code = "UNAUTHORIZED"
+    exit_code = 9
+    prefix = "unauthorized: "
+    default_hint = ("Over TCP or HTTP send the store's secret (`memoree secret show`; "
+                    "`Authorization: Bearer` for HTTP); the Unix socket serves its own user only.")
+
+
 class InternalError(MemoreeError):
     code = "INTERNAL_ERROR"
     exit_code = 1
@@ -189,7 +209,8 @@ _BY_CODE = {
     for cls in (
         NoAmbientContext, InvalidRequest, NotFound, CitationError, RevisionConflict,
         IdempotencyConflict, IndexNotReady, ScopeViolation, ConfigError, ContentTooLarge,
-        IntegrityError, UnsupportedVersion, TransportError, ReasonerError, InternalError,
+        IntegrityError, UnsupportedVersion, TransportError, ReasonerError, DiskFull, Unauthorized,
+        InternalError,
     )
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 
-__all__ = ["is_loopback", "pid_alive"]
+__all__ = ["holds_flock", "is_loopback", "pid_alive"]
 
 
 def is_loopback(host: str) -> bool:
@@ -27,3 +27,25 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def holds_flock(pid: int, path: str | os.PathLike[str]) -> bool | None:
+    """Whether ``pid`` holds a ``flock`` on the file at ``path`` (Linux ``/proc/locks``); None
+    when that cannot be told here (no ``/proc/locks``, or no such file)."""
+    try:
+        st = os.stat(path)
+        lines = open("/proc/locks", encoding="ascii", errors="replace").read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 12345 08:01:1234567 0 EOF" ("->" marks a waiter)
+        if len(fields) < 6 or fields[1] != "FLOCK" or "->" in fields:
+            continue
+        try:
+            holder, inode = int(fields[4]), int(fields[5].rsplit(":", 1)[1])
+        except (ValueError, IndexError):
+            continue
+        if holder == pid and inode == st.st_ino:
+            return True
+    return False

@@ -378,6 +378,12 @@ __all__ += [
 ]
 
 
+class BatchInput(_Input, kw_only=True):
+    """``batch``: complete mutation requests (each with its own context and idempotency key)."""
+
+    requests: list[msgspec.Raw]
+
+
 class BackupCreateInput(_Input, kw_only=True):
     """``backup.create``: an absolute destination that must not exist yet."""
 
@@ -457,19 +463,4 @@ class ArtifactAppendInput(_Input, kw_only=True):
     actor: str | None = None
 
 
-class BatchItem(_Input, kw_only=True):
-    """One mutation of a ``batch``: its op, its input and (optionally) its own idempotency key."""
-
-    op: Literal["artifact.put", "artifact.revise", "artifact.append", "artifact.forget",
-                "claim.assert", "claim.revise", "claim.retract", "relation.put"]
-    input: dict[str, Any]
-    idempotency_key: str | None = None
-
-
-class BatchInput(_Input, kw_only=True):
-    """``batch``: several mutations in one transaction, each its own event; all or nothing."""
-
-    items: list[BatchItem]
-
-
-__all__ += ["ArtifactAppendInput", "BatchInput", "BatchItem"]
+__all__ += ["ArtifactAppendInput"]

@@ -2,6 +2,10 @@
 
 ``memoree call`` must stay fast, so structlog is imported lazily: a clean call never loads it.
 Event names are snake_case facts (``request_failed``, ``projection_rebuilt``).
+
+Writing a diagnostic never raises: stderr may be a file on a full disk, a closed pipe or a
+terminal that went away, and a daemon that cannot log must still answer (a diagnostic that cannot
+be written is dropped).
 """
 
 from __future__ import annotations
@@ -13,8 +17,30 @@ from typing import Any
 __all__ = ["logger"]
 
 
+class _NeverRaises:
+    """A logger whose every method swallows its own failures (see the module docstring)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+
+        def guarded(*args: Any, **kwargs: Any) -> None:
+            try:
+                method(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - a diagnostic that cannot be written is dropped
+                pass
+
+        return guarded
+
+
 @functools.cache
 def logger() -> Any:
+    return _NeverRaises(_structlog_logger())
+
+
+def _structlog_logger() -> Any:
     import structlog
 
     structlog.configure(

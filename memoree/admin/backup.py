@@ -62,6 +62,20 @@ def _check_destination(destination: Path, data_dir: Path) -> Path:
     return parent
 
 
+def record_stage(data_dir: Path, stage: Path) -> Path:
+    """Record a backup stage with the store (``eventlog.copies``): a purge, or the store's next
+    open, deletes it if this process dies before publishing it."""
+    from memoree.eventlog.copies import record_copy
+
+    return record_copy(data_dir, stage)
+
+
+def forget_copy(record: Path) -> None:
+    from memoree.eventlog.copies import forget_copy as forget
+
+    forget(record)
+
+
 def _remove_stale_stages(parent: Path, prefix: str) -> None:
     for stage in parent.glob(prefix + "*"):
         pid_text = stage.name[len(prefix):].split("-", 1)[0]
@@ -167,6 +181,7 @@ def create(engine: Any, destination: Path) -> dict[str, Any]:
     if engine.head():
         sealing.seal(engine)
     stage = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=parent))
+    record = record_stage(engine.data_dir, stage)
     try:
         os.chmod(stage, 0o700)
         # One backup step copies every page under a read lock: a consistent snapshot. (In the
@@ -182,6 +197,8 @@ def create(engine: Any, destination: Path) -> dict[str, Any]:
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+    finally:
+        forget_copy(record)
     return {"destination": str(destination), "database": str(destination / "memoree.sqlite3"),
             "blobs": str(destination / "blobs"), "commit_seq": commit_seq, "copied_external_blobs": copied,
             "created_at": now_utc()}

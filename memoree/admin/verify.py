@@ -10,7 +10,6 @@ a damaged store is never "ok". Sealing and proofs live in ``memoree.eventlog.sea
 from __future__ import annotations
 
 import base64
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +42,27 @@ _RESTORE_HINT = "Restore from a verified backup or an auditor's export (`memoree
 
 
 def verify(engine: Any, *, replay: bool = True) -> dict[str, Any]:
-    """Check the whole store without writing anything; see the module docstring."""
+    """Check the whole store without writing anything; see the module docstring.
+
+    Everything is read in one snapshot (one read transaction), so writes committed meanwhile by
+    a daemon are simply not seen, never mistaken for damage. The full-text indexes' own check
+    runs afterwards, on a connection of its own.
+    """
+    from memoree.queries.search import read_snapshot
+
+    with read_snapshot(engine.conn):
+        report, result = _verify_snapshot(engine, replay)
+    if replay:
+        _check_text_indexes(engine.db_path, report)
+    result["ok"] = not report.issues
+    result["issues"] = report.issues
+    return result
+
+
+def _verify_snapshot(engine: Any, replay: bool) -> tuple[_Report, dict[str, Any]]:
     report = _Report()
     conn = engine.conn
-    head = engine.head()
+    head = engine.log.head().commit_seq if engine.shared is None else engine.head()
     brk = first_chain_break(engine.log.read_raw())
     if brk is not None:
         report.add("log", f"event log breaks at commit_seq {brk.commit_seq}: {brk.problem}", _RESTORE_HINT, brk.commit_seq)
@@ -56,11 +72,9 @@ def verify(engine: Any, *, replay: bool = True) -> dict[str, Any]:
     _check_checkpoints(conn, checkpoints, keys, report)
     checked_blobs = _check_blobs(engine, blobs, purged, report)
     projections = _compare_projections(engine, verified_upto, report) if replay and brk is None else {}
-    if replay:
-        _check_text_indexes(conn, report)
     sealed = checkpoints[-1].tree_size if checkpoints else 0
-    return {
-        "ok": not report.issues,
+    return report, {
+        "ok": False,
         "last_commit_seq": head,
         "checked_events": verified_upto,
         "checked_checkpoints": len(checkpoints),
@@ -68,7 +82,7 @@ def verify(engine: Any, *, replay: bool = True) -> dict[str, Any]:
         "checked_blobs": checked_blobs,
         "purged_blobs": sorted(purged),
         "projections": projections,
-        "issues": report.issues,
+        "issues": [],
         "warnings": [f"{head - sealed} events are not yet covered by a signed checkpoint; run `memoree log seal`"] if head > sealed else [],
     }
 
@@ -161,17 +175,27 @@ def projection_fingerprint(conn: Any, tables: list[str]) -> str:
     return digest.hexdigest()
 
 
-def _check_text_indexes(conn: Any, report: _Report) -> None:
+def _check_text_indexes(db_path: Path, report: _Report) -> None:
     """FTS5's own check that each live full-text index is sound and matches the rows it indexes
-    (rank 1 asks for the comparison with the content table, not only the index's structure)."""
-    from memoree.eventlog.db import sqlite3
+    (rank 1 asks for the comparison with the content table, not only the index's structure).
 
-    for index in FTS_INDEXES:
-        try:
-            conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('integrity-check', 1)")
-        except sqlite3.DatabaseError as exc:
-            report.add("projection", f"full-text index {index} does not match its rows ({exc})",
-                       "Run `memoree reindex --projection fts` to rebuild it from the log.")
+    The check is an INSERT command, so it runs in a write transaction of its own (rolled back:
+    it changes nothing), on its own connection, after the snapshot the rest of verify read."""
+    from memoree.eventlog.db import connect, sqlite3
+
+    conn = connect(db_path)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for index in FTS_INDEXES:
+            try:
+                conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('integrity-check', 1)")
+            except sqlite3.DatabaseError as exc:
+                report.add("projection", f"full-text index {index} does not match its rows ({exc})",
+                           "Run `memoree reindex --projection fts` to rebuild it from the log.")
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        conn.close()
 
 
 def _compare_projections(engine: Any, upto: int, report: _Report) -> dict[str, Any]:
@@ -179,9 +203,10 @@ def _compare_projections(engine: Any, upto: int, report: _Report) -> dict[str, A
     from memoree.projections.beside import ScratchBuild, remove_dead_scratches
 
     results: dict[str, Any] = {}
-    # Outside the data dir: verify writes nothing there. Rows are compared, so the scratch builds
-    # no full-text index pages (the live ones get FTS5's own integrity check instead).
-    parent = Path(tempfile.gettempdir())
+    # In the data dir (private, this user's), never a shared temp dir; a purge and the next start
+    # remove scratches a killed verify left. Rows are compared, so the scratch builds no full-text
+    # index pages (the live ones get FTS5's own integrity check instead).
+    parent = engine.data_dir
     remove_dead_scratches(parent)
     with ScratchBuild(parent, sync_projectors(engine.cas)) as build:
         try:

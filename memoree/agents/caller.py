@@ -119,3 +119,36 @@ class Sender:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def send_many(self, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Mutation requests sent as ``batch`` requests (one transaction each); their envelopes, in
+        order. A batch refused as a whole answers its failure for each of its requests."""
+        envelopes: list[dict[str, Any]] = []
+        for part in _batches(documents):
+            envelope, _ = self.send(new_request("batch", {"requests": part}))
+            if envelope.get("ok"):
+                envelopes.extend(envelope["result"]["replies"])
+            else:
+                envelopes.extend(envelope for _ in part)
+        return envelopes
+
+
+BATCH_REQUESTS = 250
+BATCH_BYTES = 8 * 1024 * 1024  # well inside a 24 MiB frame, with room for the replies
+
+
+def _batches(documents: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Consecutive runs of at most ``BATCH_REQUESTS`` documents and about ``BATCH_BYTES``."""
+    batches: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for document in documents:
+        weight = len(json.dumps(document))
+        if current and (len(current) >= BATCH_REQUESTS or size + weight > BATCH_BYTES):
+            batches.append(current)
+            current, size = [], 0
+        current.append(document)
+        size += weight
+    if current:
+        batches.append(current)
+    return batches

@@ -11,8 +11,9 @@ An import first reads what earlier imports of the same format stored in the ambi
 per record: create, revise (a new artifact revision; claims revised, asserted or retracted by
 statement), or nothing. Re-importing an unchanged source writes nothing. Records the source no
 longer has are forgotten only with ``forget_missing``. Every write is an ordinary idempotent
-mutation sent through ``memoree call``'s path; the summary counts each outcome and says why
-anything was skipped.
+mutation, sent in ``batch`` requests (``Sender.send_many``: one transaction per batch) by chunks of
+records, artifacts first, then the claims citing them, relations last; the summary counts each
+outcome and says why anything was skipped.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ _RECORD_LEVEL_CODES = {"INVALID_REQUEST", "NOT_FOUND", "CONTENT_TOO_LARGE", "SCO
                        "IDEMPOTENCY_CONFLICT", "REVISION_CONFLICT"}
 _OUTCOMES = ("created", "revised", "unchanged", "removed", "skipped", "failed")
 _PAGE = 100
+RECORDS_PER_BATCH = 200  # records whose artifacts (then claims) share one batch request
 
 
 @dataclass
@@ -105,12 +107,12 @@ def import_source(fmt: str, path: Path, sender: Sender, *, context: dict[str, An
     gone = missing(document.records, stored)
     run = _Run(fmt, wire, summary)
     with _Progress(progress, len(plans) + len(gone), f"importing {path.name}") as advance:
-        for plan in plans:
-            run.record(plan)
-            advance()
-        for artifact in gone:
-            run.gone(artifact, claims.get(artifact.artifact_id, []), forget_missing)
-            advance()
+        for start in range(0, len(plans), RECORDS_PER_BATCH):
+            chunk = plans[start:start + RECORDS_PER_BATCH]
+            run.records(chunk)
+            advance(len(chunk))
+        run.gone(gone, claims, forget_missing)
+        advance(len(gone))
     run.relations(edges(document.records), {p.record.identity: p for p in plans})
     return summary
 
@@ -140,24 +142,42 @@ class _Wire:
             if not page["truncated"] or cursor is None:
                 return
 
-    def write(self, kind: str, label: str, op: str, payload: dict[str, Any],
-              key: str) -> dict[str, Any] | None:
-        envelope, _ = self.sender.send(new_request(op, payload, idempotency_key=key,
-                                                   context=self.context,
-                                                   context_source=self.context_source))
+    def write_many(self, kind: str, writes: list[Write]) -> list[dict[str, Any] | None]:
+        """Send mutations in ``batch`` requests; each one's result, or None where it was refused."""
+        envelopes = self.sender.send_many([
+            new_request(w.op, w.payload, idempotency_key=w.key, context=self.context,
+                        context_source=self.context_source) for w in writes])
+        return [self._outcome(kind, write, envelope) for write, envelope in zip(writes, envelopes)]
+
+    def _outcome(self, kind: str, write: Write, envelope: dict[str, Any]) -> dict[str, Any] | None:
+        """Count one reply; a record-level refusal is noted, a store-wide failure raises."""
         if not envelope.get("ok"):
             error = envelope_error(envelope)
             if error.code not in _RECORD_LEVEL_CODES:
                 error.details = {**(error.details or {}), "summary": self.summary.to_json()}
                 raise error
             self.summary.count(kind, "failed")
-            self.summary.failures.append({"record": label, "op": op, "code": error.code,
+            self.summary.failures.append({"record": write.label, "op": write.op, "code": error.code,
                                           "message": error.message})
             return None
+        result = envelope["result"]
+        created = result.get("created", True)
+        self.summary.count(kind, write.outcome if created else "unchanged")
         commit_seq = envelope.get("commit_seq")
-        if isinstance(commit_seq, int) and envelope["result"].get("created", True):
+        if isinstance(commit_seq, int) and created:
             self.summary.commit_seq = max(self.summary.commit_seq or 0, commit_seq)
-        return envelope["result"]
+        return result
+
+
+@dataclass(frozen=True)
+class Write:
+    """One mutation an import sends, and the outcome it counts as when it writes."""
+
+    label: str
+    op: str
+    payload: dict[str, Any]
+    key: str
+    outcome: str
 
 
 def _stored_artifacts(wire: _Wire, fmt: str) -> dict[str, StoredArtifact]:
@@ -189,73 +209,96 @@ def _actor(fmt: str) -> str:
 
 
 class _Run:
-    """Carries out record plans: artifact writes first, then that artifact's claims."""
+    """Carries out record plans in chunks: the artifacts' writes in batches, then their claims'."""
 
     def __init__(self, fmt: str, wire: _Wire, summary: ImportSummary) -> None:
         self.fmt, self.wire, self.summary = fmt, wire, summary
         self.artifacts: dict[str, str] = {}
         self.created: set[str] = set()
 
-    def record(self, plan: RecordPlan) -> None:
-        record = plan.record
-        revision = self._artifact(plan)
-        if revision is None:
-            self.summary.count("claims", "skipped", len(record.observations))
-            return
-        artifact_id, revision_id = revision
-        self.artifacts[record.identity] = artifact_id
-        changes = plan.claims
+    def records(self, plans: list[RecordPlan]) -> None:
+        revisions = self._artifacts(plans)
+        writes: list[Write] = []
+        for plan in plans:
+            revision = revisions.get(plan.record.identity)
+            if revision is None:
+                self.summary.count("claims", "skipped", len(plan.record.observations))
+                continue
+            self.artifacts[plan.record.identity] = revision[0]
+            writes += self._claim_writes(plan, *revision)
+        self.wire.write_many("claims", writes)
+
+    def _artifacts(self, plans: list[RecordPlan]) -> dict[str, tuple[str, str]]:
+        """Each record's (artifact_id, revision_id) after its put or revise (or as stored)."""
+        found: dict[str, tuple[str, str]] = {}
+        writes: list[tuple[RecordPlan, Write]] = []
+        for plan in plans:
+            record, stored = plan.record, plan.stored
+            if stored is not None and plan.action in ("unchanged", "repair"):
+                self.summary.count("artifacts", "unchanged")
+                found[record.identity] = (stored.artifact_id, stored.revision_id)
+                continue
+            body = {"title": record.title, "media_type": record.media_type,
+                    "content": {"type": "text", "data": record.text},
+                    "provenance": provenance(self.fmt, record), "actor": _actor(self.fmt)}
+            if stored is None:
+                writes.append((plan, Write(record.identity, "artifact.put", {"kind": record.kind, **body},
+                                           import_key(self.fmt, "put", record.identity, record.digest()),
+                                           "created")))
+            else:
+                writes.append((plan, Write(record.identity, "artifact.revise",
+                                           {"artifact_id": stored.artifact_id, "if_revision": stored.revision_id, **body},
+                                           import_key(self.fmt, "revise", stored.revision_id, record.digest()),
+                                           "revised")))
+        results = self.wire.write_many("artifacts", [write for _, write in writes])
+        for (plan, write), result in zip(writes, results):
+            if result is not None:
+                found[plan.record.identity] = (result["artifact_id"], result["revision_id"])
+                if write.op == "artifact.put":
+                    self.created.add(plan.record.identity)
+        return found
+
+    def _claim_writes(self, plan: RecordPlan, artifact_id: str, revision_id: str) -> list[Write]:
+        identity, changes = plan.record.identity, plan.claims
         self.summary.count("claims", "unchanged", len(changes.keep))
+        writes = []
         for observation in changes.add:
-            payload = self._claim_payload(observation, artifact_id, revision_id)
-            payload["claim_type"] = observation.claim_type
-            key = import_key(self.fmt, "assert", record.identity, revision_id, observation.statement)
-            self._counted("claims", record.identity, "claim.assert", payload, key, "created")
+            payload = {"claim_type": observation.claim_type,
+                       **self._claim_payload(observation, artifact_id, revision_id)}
+            writes.append(Write(identity, "claim.assert", payload,
+                                import_key(self.fmt, "assert", identity, revision_id, observation.statement),
+                                "created"))
         for observation, claim in changes.revise:
             payload = {"claim_id": claim.claim_id, "if_revision": claim.revision_id,
                        **self._claim_payload(observation, artifact_id, revision_id)}
-            key = import_key(self.fmt, "revise-claim", claim.revision_id, revision_id, observation.statement)
-            self._counted("claims", record.identity, "claim.revise", payload, key, "revised")
-        for claim in changes.retract:
-            self._retract(record.identity, claim, "the observation was removed from the source")
+            writes.append(Write(identity, "claim.revise", payload,
+                                import_key(self.fmt, "revise-claim", claim.revision_id, revision_id,
+                                           observation.statement), "revised"))
+        writes += [self._retraction(identity, claim, "the observation was removed from the source")
+                   for claim in changes.retract]
+        return writes
 
-    def _artifact(self, plan: RecordPlan) -> tuple[str, str] | None:
-        record, stored = plan.record, plan.stored
-        if stored is not None and plan.action in ("unchanged", "repair"):
-            self.summary.count("artifacts", "unchanged")
-            return stored.artifact_id, stored.revision_id
-        body = {"title": record.title, "media_type": record.media_type,
-                "content": {"type": "text", "data": record.text},
-                "provenance": provenance(self.fmt, record), "actor": _actor(self.fmt)}
-        if stored is None:
-            key = import_key(self.fmt, "put", record.identity, record.digest())
-            result = self._counted("artifacts", record.identity, "artifact.put",
-                                   {"kind": record.kind, **body}, key, "created")
-            if result is not None:
-                self.created.add(record.identity)
-        else:
-            key = import_key(self.fmt, "revise", stored.revision_id, record.digest())
-            result = self._counted("artifacts", record.identity, "artifact.revise",
-                                   {"artifact_id": stored.artifact_id, "if_revision": stored.revision_id,
-                                    **body}, key, "revised")
-        return None if result is None else (result["artifact_id"], result["revision_id"])
-
-    def gone(self, artifact: StoredArtifact, claims: list[StoredClaim], forget: bool) -> None:
+    def gone(self, artifacts: list[StoredArtifact], claims: dict[str, list[StoredClaim]],
+             forget: bool) -> None:
+        """Stored records the source no longer has: noted, or (``forget``) forgotten with their claims."""
         if not forget:
-            self.summary.count("artifacts", "skipped")
-            self.summary.notes.append(f"{artifact.identity}: no longer in the source; kept "
-                                      "(import with --forget-missing to forget it)")
+            for artifact in artifacts:
+                self.summary.count("artifacts", "skipped")
+                self.summary.notes.append(f"{artifact.identity}: no longer in the source; kept "
+                                          "(import with --forget-missing to forget it)")
             return
-        for claim in claims:
-            self._retract(artifact.identity, claim, "the record was removed from the source")
-        key = import_key(self.fmt, "forget", artifact.revision_id)
-        self._counted("artifacts", artifact.identity, "artifact.forget",
-                      {"artifact_id": artifact.artifact_id, "reason": "removed from the source",
-                       "actor": _actor(self.fmt)}, key, "removed")
+        self.wire.write_many("claims", [
+            self._retraction(a.identity, claim, "the record was removed from the source")
+            for a in artifacts for claim in claims.get(a.artifact_id, [])])
+        self.wire.write_many("artifacts", [
+            Write(a.identity, "artifact.forget", {"artifact_id": a.artifact_id, "reason": "removed from the source",
+                                                  "actor": _actor(self.fmt)},
+                  import_key(self.fmt, "forget", a.revision_id), "removed") for a in artifacts])
 
     def relations(self, planned: list[Edge], plans: dict[str, RecordPlan]) -> None:
         """Send the edges a created or revised source (or a created target) may lack."""
         existing: dict[str, dict[tuple[str, str], Any]] = {}
+        writes: list[Write] = []
         for edge in planned:
             source, target = self.artifacts.get(edge.source), self.artifacts.get(edge.target)
             if source is None or target is None:
@@ -278,12 +321,11 @@ class _Run:
                             "relations are immutable, the first edge is kept")
                     continue
             payload = {"source_type": "artifact", "source_id": source, "relation": edge.relation,
-                       "target_type": "artifact", "target_id": target,
-                       "metadata": edge.metadata(self.fmt)}
-            key = import_key(self.fmt, "relation", edge.source, edge.target, edge.relation,
-                             list(edge.upstream_types))
-            self._counted("relations", f"{edge.source} -> {edge.target}", "relation.put", payload,
-                          key, "created")
+                       "target_type": "artifact", "target_id": target, "metadata": edge.metadata(self.fmt)}
+            writes.append(Write(f"{edge.source} -> {edge.target}", "relation.put", payload,
+                                import_key(self.fmt, "relation", edge.source, edge.target, edge.relation,
+                                           list(edge.upstream_types)), "created"))
+        self.wire.write_many("relations", writes)
 
     def _outgoing(self, artifact_id: str) -> dict[tuple[str, str], Any]:
         found = {}
@@ -299,18 +341,9 @@ class _Run:
                               "start_byte": start, "end_byte": end}],
                 "actor": _actor(self.fmt)}
 
-    def _retract(self, label: str, claim: StoredClaim, reason: str) -> None:
-        key = import_key(self.fmt, "retract", claim.revision_id)
-        self._counted("claims", label, "claim.retract",
-                      {"claim_id": claim.claim_id, "reason": reason, "actor": _actor(self.fmt)},
-                      key, "removed")
-
-    def _counted(self, kind: str, label: str, op: str, payload: dict[str, Any], key: str,
-                 outcome: str) -> dict[str, Any] | None:
-        result = self.wire.write(kind, label, op, payload, key)
-        if result is not None:
-            self.summary.count(kind, outcome if result.get("created", True) else "unchanged")
-        return result
+    def _retraction(self, label: str, claim: StoredClaim, reason: str) -> Write:
+        return Write(label, "claim.retract", {"claim_id": claim.claim_id, "reason": reason, "actor": _actor(self.fmt)},
+                     import_key(self.fmt, "retract", claim.revision_id), "removed")
 
 
 class _Progress:
@@ -320,9 +353,9 @@ class _Progress:
         self.enabled, self.total, self.label = enabled and total > 0, total, label
         self._bar: Any = None
 
-    def __enter__(self) -> Callable[[], None]:
+    def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
-            return lambda: None
+            return lambda n=1: None
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -330,7 +363,7 @@ class _Progress:
                              TimeRemainingColumn(), console=Console(stderr=True), transient=True)
         self._bar.start()
         task = self._bar.add_task(self.label, total=self.total)
-        return lambda: self._bar.advance(task)
+        return lambda n=1: self._bar.advance(task, n)
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:

@@ -34,7 +34,7 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
 import msgspec
@@ -82,7 +82,7 @@ AGENT_OPS: dict[str, str] = {
     "claim.retract": "Retract a claim with a reason; its history stays.",
     "claim.history": "List a claim's revisions, newest first.",
     "relation.put": "Add one typed relation between artifacts or claims (for supersedes: source is the newer).",
-    "batch": "Run several mutations (artifact_put, claim_assert, ...) in one request and one transaction: each its own event, all or nothing.",
+    "batch": "Run several mutations (artifact_put, claim_assert, ...) in one request and one transaction, each its own event and answered on its own (one refused item does not stop the others).",
     "relation.list": "List relations one hop from an artifact or claim, newest first.",
     "conflict.list": "List open contradictions between claims, newest first.",
 }
@@ -110,6 +110,21 @@ def tool_name(op: str) -> str:
     return op.replace(".", "_")
 
 
+class BatchToolItem(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One mutation of the ``batch`` tool: an op, its input, optionally its own key."""
+
+    op: Literal["artifact.put", "artifact.revise", "artifact.append", "artifact.forget",
+                "claim.assert", "claim.revise", "claim.retract", "relation.put"]
+    input: dict[str, Any]
+    idempotency_key: str | None = None
+
+
+class BatchToolInput(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The ``batch`` tool's input: the mutations, in order (sent as one ``batch`` request)."""
+
+    items: list[BatchToolItem]
+
+
 def build_tools(ops: dict[str, Any] | None = None) -> list[ToolSpec]:
     """The tools for the agent ops registered in ``ops`` (default: the live registry)."""
     if ops is None:
@@ -119,10 +134,13 @@ def build_tools(ops: dict[str, Any] | None = None) -> list[ToolSpec]:
         spec = ops.get(op)
         if spec is None:
             continue
+        # The batch tool takes {op, input} items and builds the complete requests the op wants.
+        mutating = spec.mutating or op == "batch"
         tools.append(ToolSpec(
-            name=tool_name(op), op=op, mutating=spec.mutating,
-            description=purpose + (_KEY_NOTE if spec.mutating else ""),
-            input_schema=input_schema(spec.input_type, mutating=spec.mutating, op=op),
+            name=tool_name(op), op=op, mutating=mutating,
+            description=purpose + (_KEY_NOTE if mutating else ""),
+            input_schema=input_schema(BatchToolInput if op == "batch" else spec.input_type,
+                                      mutating=mutating, op=op),
             title=TITLES.get(op, (op, ""))[0], annotations=annotations_for(op),
             output_schema=output_schema(op)))
     return tools
@@ -209,10 +227,6 @@ def tool_request(tool: ToolSpec, arguments: dict[str, Any],
                  context: tuple[dict[str, Any], str] | None = None) -> dict[str, Any]:
     """The protocol request a tool call sends; a bad ``idempotency_key`` raises ValueError."""
     payload = _text_shorthand(dict(arguments))
-    if tool.op == "batch" and isinstance(payload.get("items"), list):
-        payload["items"] = [{**item, "input": _text_shorthand(dict(item["input"]))}
-                            if isinstance(item, dict) and isinstance(item.get("input"), dict) else item
-                            for item in payload["items"]]
     key = None
     if tool.mutating:
         key = payload.pop(IDEMPOTENCY_ARGUMENT, None)
@@ -222,10 +236,27 @@ def tool_request(tool: ToolSpec, arguments: dict[str, Any],
             raise ValueError("idempotency_key must be a non-empty string")
     from memoree.client.context import CONTEXT_FREE_OPS
 
+    if tool.op == "batch":
+        return _batch_request(payload, key or "", context)
     if context is not None and tool.op not in CONTEXT_FREE_OPS:
         return new_request(tool.op, payload, idempotency_key=key, context=context[0],
                            context_source=context[1])
     return new_request(tool.op, payload, idempotency_key=key)
+
+
+def _batch_request(payload: dict[str, Any], key: str,
+                   context: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
+    """One ``batch`` request holding a complete request per item (key ``<key>#<index>`` unless
+    the item names its own), each in the tool's context."""
+    items = payload.get("items")
+    if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("input"), dict) for i in items):
+        raise ValueError("items must be a list of {op, input, idempotency_key?} objects")
+    requests = [new_request(str(item.get("op")), _text_shorthand(dict(item["input"])),
+                            idempotency_key=item.get("idempotency_key") or f"{key}#{index}",
+                            context=context[0] if context else None,
+                            context_source=context[1] if context else None)
+                for index, item in enumerate(items)]
+    return new_request("batch", {"requests": requests})
 
 
 def _text_shorthand(payload: dict[str, Any]) -> dict[str, Any]:
@@ -258,6 +289,11 @@ def _headline(op: str, envelope: dict[str, Any], result: dict[str, Any]) -> str:
         verb = "done" if result.get("created", True) else "replayed (already done)"
         ids = " ".join(str(result[k]) for k in ("artifact_id", "claim_id", "relation_id", "revision_id") if k in result)
         return f"{op} {verb} at commit_seq {seq}{': ' + ids if ids else ''}."
+    if isinstance(result.get("replies"), list):
+        failed = [r for r in result["replies"] if isinstance(r, dict) and not r.get("ok")]
+        return (f"{op}: {len(result['replies']) - len(failed)} of {len(result['replies'])} done"
+                + "".join(f"; {(r.get('error') or {}).get('code')}: {(r.get('error') or {}).get('message')}"
+                          for r in failed[:3]) + ".")
     for key in ("claims", "hits", "artifacts", "relations", "conflicts", "revisions", "leads", "results"):
         if isinstance(result.get(key), list):
             more = " (more: use the cursor)" if result.get("truncated") else ""

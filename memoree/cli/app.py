@@ -670,10 +670,12 @@ app.add_typer(daemon_app, name="daemon")
 @app.command()
 def serve(
     listen: Optional[str] = typer.Option(None, "--listen", help="unix://PATH or tcp://127.0.0.1:PORT (default: the local socket)."),
-    dangerously_allow_non_loopback_tcp: bool = typer.Option(False, "--dangerously-allow-non-loopback-tcp", help="Listen on a non-loopback address (no authentication!)."),
+    dangerously_allow_non_loopback_tcp: bool = typer.Option(False, "--dangerously-allow-non-loopback-tcp", help="Listen on a non-loopback address (TCP and HTTP still need the store's secret; traffic is not encrypted)."),
     data_dir_here: Optional[Path] = typer.Option(None, "--data-dir", help="Data directory to serve."),
     lifecycle_owner: str = typer.Option("external", "--lifecycle-owner", hidden=True),
     http: Optional[str] = typer.Option(None, "--http", help="Also serve the emem REST API on HOST:PORT (loopback unless --dangerously-allow-non-loopback-tcp; port 0 picks one, see `memoree doctor`)."),
+    allow_uid: list[int] = typer.Option([], "--allow-uid", help="Also serve this uid on the Unix socket (repeatable; default: only the daemon's own user)."),
+    backup_dir: Optional[Path] = typer.Option(None, "--backup-dir", envvar="MEMOREE_BACKUP_DIR", help="The folder below which backup.create over TCP may write (without it, TCP backups are refused)."),
 ) -> None:
     """Run the daemon in the foreground until SIGINT or SIGTERM."""
     OPTIONS.data_dir = data_dir_here or OPTIONS.data_dir
@@ -688,7 +690,8 @@ def serve(
 
         http_address = parse_http_address(http) if http else None
         run_daemon(OPTIONS.data_dir or data_dir(), endpoint, lifecycle_owner=lifecycle_owner,
-                   allow_non_loopback=dangerously_allow_non_loopback_tcp, http=http_address)
+                   allow_non_loopback=dangerously_allow_non_loopback_tcp, http=http_address,
+                   allowed_uids=frozenset(allow_uid), backup_root=backup_dir)
     except ClientConfigError as exc:
         _print_json({"ok": False, "error": {"code": "CONFIG_ERROR", "message": f"configuration error: {exc}", "retryable": False, "details": None}})
         raise typer.Exit(2) from None
@@ -715,10 +718,10 @@ def _default_unix_endpoint_only() -> Any:
 @daemon_app.command("status")
 def daemon_status() -> None:
     """Print the daemon's doctor report, or a stopped status (exit 1) when none answers."""
-    from memoree.client.transport import Endpoint, default_endpoint, probe
+    from memoree.client.transport import Endpoint, default_endpoint
 
     endpoint = Endpoint.parse(OPTIONS.endpoint) if OPTIONS.endpoint else default_endpoint()
-    report = probe(endpoint)
+    report = _probe_or_exit(endpoint)
     if report is None:
         _print_json({"v": 1, "request_id": _request_id(), "ok": True,
                      "result": {"status": "stopped", "running": False, "endpoint": str(endpoint)}, "warnings": []})
@@ -726,23 +729,41 @@ def daemon_status() -> None:
     _print_json({"v": 1, "request_id": _request_id(), "ok": True, "result": report, "warnings": []})
 
 
+def _probe_or_exit(endpoint: Any) -> dict[str, Any] | None:
+    """The daemon's doctor report, None when none answers; a daemon that is not this user's (or
+    names a pid that is not its own) is a CONFIG_ERROR envelope and exit 2."""
+    from memoree.client.transport import ClientConfigError, probe
+
+    try:
+        return probe(endpoint)
+    except ClientConfigError as exc:
+        _print_json({"ok": False, "error": {"code": "CONFIG_ERROR", "message": f"configuration error: {exc}", "retryable": False, "details": None}})
+        raise typer.Exit(2) from None
+
+
 def _stop_default_daemon(endpoint: Any) -> dict[str, Any]:
     import signal
     import time
 
-    from memoree.client.transport import probe
     from memoree.hosts import pid_alive
 
-    report = probe(endpoint)
+    report = _probe_or_exit(endpoint)
     if report is None:
         return {"status": "stopped", "running": False, "already_stopped": True, "stopped_pid": None, "endpoint": str(endpoint)}
     pid = report.get("daemon_pid")
     if not isinstance(pid, int) or pid <= 1:
         raise typer.Exit(1)
+    from memoree.hosts import holds_flock
+
+    # The pid came from the socket's own credentials (probe checks them); it must also hold the
+    # endpoint's lock, or it is not the daemon that serves this endpoint.
+    if holds_flock(pid, f"{endpoint.address}.lock") is False:
+        _print_json({"ok": False, "error": {"code": "CONFIG_ERROR", "message": f"configuration error: pid {pid} does not hold the endpoint's lock; refusing to signal it", "retryable": False, "details": None}})
+        raise typer.Exit(2)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        current = probe(endpoint)
+        current = _probe_or_exit(endpoint)
         if current is None and not pid_alive(pid):
             return {"status": "stopped", "running": False, "already_stopped": False, "stopped_pid": pid, "endpoint": str(endpoint)}
         if current is not None and current.get("daemon_pid") != pid:
@@ -774,8 +795,39 @@ def daemon_restart() -> None:
 
 log_app = typer.Typer(help="Seal, prove, export and import the event log.", no_args_is_help=True)
 key_app = typer.Typer(help="Manage the store's Ed25519 node key.", no_args_is_help=True)
+secret_app = typer.Typer(help="Show or rotate the store's secret (what TCP and HTTP clients must send).", no_args_is_help=True)
 app.add_typer(log_app, name="log")
 app.add_typer(key_app, name="key")
+app.add_typer(secret_app, name="secret")
+
+
+def _secret_action(rotate: bool) -> None:
+    from memoree.service.engine import prepare_data_dir
+    from memoree.errors import MemoreeError
+    from memoree.client.paths import data_dir
+    from memoree.client.secret import SECRET_FILENAME, ensure_secret, rotate_secret
+
+    folder = OPTIONS.data_dir or data_dir()
+    try:
+        prepare_data_dir(folder)
+        token = rotate_secret(folder) if rotate else ensure_secret(folder)
+    except MemoreeError as exc:
+        _print_json({"v": 1, "request_id": _request_id(), "ok": False, "error": exc.to_body(), "warnings": []})
+        raise typer.Exit(exc.exit_code) from None
+    _print_json({"v": 1, "request_id": _request_id(), "ok": True, "warnings": [],
+                 "result": {"secret": token, "file": str(folder / SECRET_FILENAME), "rotated": rotate}})
+
+
+@secret_app.command("show")
+def secret_show() -> None:
+    """Print the store's secret (created at first use), for a TCP client or `Authorization: Bearer`."""
+    _secret_action(rotate=False)
+
+
+@secret_app.command("rotate")
+def secret_rotate() -> None:
+    """Replace the store's secret; a running daemon refuses the old one from its next request."""
+    _secret_action(rotate=True)
 
 
 def _with_engine(action: Any) -> None:

@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: this module is on ``memoree call``'s import path
+    from typing import Any
 
 __all__ = [
     "CONTEXT_FREE_OPS",
@@ -31,7 +34,7 @@ MARKER_NAME = ".memoree.toml"
 CONTEXT_FREE_OPS = frozenset({
     "capabilities", "instructions", "schema", "artifact.get", "artifact.history", "claim.get",
     "claim.history", "doctor", "verify", "backup.create", "citation.get", "fact.identity",
-    "band.list",
+    "band.list", "batch",
 })
 _CONTEXT_KEYS = {"workspace_id", "project_id", "task_id", "component", "pins"}
 

@@ -4,6 +4,14 @@
 Otherwise each location has its own override (``MEMOREE_CONFIG``, ``MEMOREE_DATA_DIR``,
 ``MEMOREE_RUNTIME_DIR``, ``MEMOREE_SOCKET``) and falls back to the platform's user folders
 (XDG on Linux). Standard library plus platformdirs, imported only when a default is needed.
+
+The private-directory rule (who may own the folders memoree uses) lives here too, because the
+client checks it before it starts a daemon and the daemon before it uses a folder:
+``private_dir`` creates a folder 0700, or accepts an existing one only when this user owns it and
+it is not a symbolic link (a looser mode is tightened, with a warning), and refuses it when any
+folder above it is owned by another ordinary user or writable by others without the sticky bit
+(either could swap the folder for one of theirs). ``create_exclusive`` creates a file the way every
+file of the store is created: new, 0600, never through a planted link.
 """
 
 from __future__ import annotations
@@ -11,7 +19,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["config_file", "data_dir", "runtime_dir", "socket_path"]
+__all__ = ["ForeignPath", "config_file", "create_exclusive", "data_dir", "open_append_private",
+           "private_dir", "runtime_dir", "socket_path"]
 
 _APP, _AUTHOR = "memoree", "dev"
 
@@ -64,3 +73,65 @@ def runtime_dir() -> Path:
 
 def socket_path() -> Path:
     return _env_path("MEMOREE_SOCKET") or runtime_dir() / "memoree.sock"
+
+
+class ForeignPath(Exception):
+    """A folder or file memoree must use is owned by someone else, or reached through a link."""
+
+
+def _check_ancestors(path: Path) -> None:
+    me = os.geteuid()
+    for parent in path.absolute().parents:
+        try:
+            st = parent.stat()
+        except OSError:
+            continue
+        if st.st_uid not in (me, 0):
+            raise ForeignPath(f"{parent} (above {path}) is owned by uid {st.st_uid}, not by this user "
+                              f"(uid {me}) or root; refusing to use {path}")
+        if st.st_mode & 0o002 and not st.st_mode & 0o1000:
+            raise ForeignPath(f"{parent} (above {path}) is writable by every user and not sticky; "
+                              f"refusing to use {path}")
+
+
+def private_dir(path: Path, what: str) -> list[str]:
+    """Create ``path`` (mode 0700) or accept an existing one this user owns; see the module
+    docstring. Returns warnings (a mode that was tightened); raises ``ForeignPath``."""
+    import stat
+
+    _check_ancestors(path)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise ForeignPath(f"{what} {path} is not a directory (a link or a file); refusing it")
+    if st.st_uid != os.geteuid():
+        raise ForeignPath(f"{what} {path} is owned by uid {st.st_uid}, not by this user "
+                          f"(uid {os.geteuid()}); refusing it")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o077:
+        os.chmod(path, 0o700)
+        return [f"{what} {path} was accessible to other users (mode {mode:o}); set to 0700"]
+    return []
+
+
+def create_exclusive(path: str | os.PathLike[str], flags: int = os.O_WRONLY) -> int:
+    """A descriptor of a new file at ``path`` (0600); FileExistsError when anything is there."""
+    return os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+
+
+def open_append_private(path: str | os.PathLike[str]) -> int:
+    """Open a log file for appending, creating it 0600; a planted link or another user's file is
+    refused (``ForeignPath``)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as exc:
+        import errno
+
+        if exc.errno == errno.ELOOP:
+            raise ForeignPath(f"{path} is a symbolic link; refusing to write through it") from None
+        raise
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_nlink > 1:
+        os.close(fd)
+        raise ForeignPath(f"{path} is owned by uid {st.st_uid} or hard-linked elsewhere; refusing to write to it")
+    return fd

@@ -1,5 +1,7 @@
 """The daemon room: one process that owns a store and answers framed requests on a socket.
 
-Owns the listener, its connection threads and the single writer (``server``), and hosting the
-emem REST app on a thread of the same process (``rest_host``).
+Owns the daemon itself, its admission rules and the single writer (``server``), the I/O loop
+that reads frames and writes answers within deadlines and caps (``listener``), the reader pool
+that answers reads on connections of its own (``readpool``), and hosting the emem REST app on a
+thread of the same process (``rest_host``).
 """

@@ -19,6 +19,7 @@ from memoree.hosts import is_loopback
 __all__ = ["HttpFront", "parse_http_address"]
 
 GRACEFUL_SHUTDOWN_S = 5
+MAX_HTTP_CONNECTIONS = 128
 
 
 def parse_http_address(text: str) -> tuple[str, int]:
@@ -59,8 +60,11 @@ class HttpFront:
         self.sock = sock
         host, port = sock.getsockname()[:2]
         self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        # limit_concurrency: past that many open connections and tasks uvicorn answers 503 at
+        # once, so idle or slow connections cannot pile up without bound.
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                                limit_concurrency=MAX_HTTP_CONNECTIONS, timeout_keep_alive=5)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]},
                                        name="memoree-http", daemon=True)
@@ -85,8 +89,10 @@ class HttpFront:
 
 
 def serve_daemon_http(daemon: Any, host: str, port: int, *, allow_non_loopback: bool) -> HttpFront:
-    """The emem REST app on the daemon: every request goes through its writer."""
+    """The emem REST app on the daemon: every request is routed as a framed one is (reads to the
+    reader pool, the rest to the writer); routes outside the public read surface need the store's
+    secret as a bearer token (``memoree.factplane.rest._Guard``)."""
     from memoree.factplane.rest import build_app
 
-    return HttpFront.serve(build_app(daemon.writer.submit), host, port,
+    return HttpFront.serve(build_app(daemon.submit, authorize=daemon.secret_matches), host, port,
                            allow_non_loopback=allow_non_loopback)

@@ -1,20 +1,26 @@
 """The daemon: one process owns the store and answers framed requests on a socket.
 
-Connections are handled by at most four threads (a fifth is closed at once, without a response);
-each reads one frame (a declared length over the limit is refused before the body is read), hands
-it to the single writer thread and writes the answer back. The writer groups the mutations that
-are waiting into one transaction, each request in its own savepoint, and acknowledges them only
-after the one COMMIT (group commit): concurrent clients share an fsync, and nothing is answered
-before it is durable. Reads run between groups, never inside an open one, so no read sees an
-unacknowledged write.
+The I/O is one thread (``memoree.daemon.listener``): it reads each connection's frame within a deadline,
+caps open connections and buffered bytes, and writes answers without blocking, so no client can
+hold the others up by sending slowly or not at all. A complete frame is admitted (``_admit``: the
+Unix socket's caller must be this user or an allowed uid; a TCP caller must present the store's
+secret, ``memoree.client.secret``; a backup over TCP may write only below the configured backup folder)
+and routed: reads go to the reader pool (``memoree.daemon.readpool``: connections and threads of their
+own, one WAL snapshot each), everything else to the single writer thread. The writer groups the
+mutations that are waiting into one transaction, each request in its own savepoint, and
+acknowledges them only after the one COMMIT (group commit): concurrent clients share an fsync,
+and nothing is answered before it is durable. The writer survives every exception: a request
+whose handling fails in any way gets a typed error envelope, and the loop goes on.
 
-The Unix socket lives in an owner-only directory with mode 0600; a singleton lock guards each
+Folders must be private and this user's (``memoree.client.paths.private_dir``: another user's folder is
+refused, never chmod-ed); the Unix socket is 0600 in such a folder; a singleton lock guards each
 socket path and each data dir; a stale socket from a dead daemon is removed; TCP binds loopback
 only unless deliberately overridden. SIGINT and SIGTERM stop it cleanly.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import queue
@@ -30,32 +36,64 @@ import msgspec
 
 from memoree import __version__, limits
 from memoree.client.transport import Endpoint
-from memoree.errors import ConfigError, ContentTooLarge, InternalError, MemoreeError, TransportError
+from memoree.errors import (
+    ConfigError,
+    ContentTooLarge,
+    DiskFull,
+    InternalError,
+    InvalidRequest,
+    MemoreeError,
+    TransportError,
+    Unauthorized,
+)
 from memoree.hosts import is_loopback
-from memoree.protocol.framing import FrameTooLarge, FrameTruncated, read_frame, write_frame
+from memoree.daemon.listener import Listener, Peer
 from memoree.protocol.envelope import error_envelope
 
-__all__ = ["Daemon", "serve"]
+__all__ = ["Daemon", "failure_reply", "serve"]
 
-IO_TIMEOUT_S = 30.0
 MAX_GROUP = 64
+LISTEN_BACKLOG = 512
+# Request bodies being read at once: as many maximum-size frames as the protocol's concurrency.
+MAX_BUFFERED_BYTES = limits.MAX_CONCURRENT_CONNECTIONS * limits.MAX_FRAME_BYTES
 
 
-class _OpOnly(msgspec.Struct):
-    op: str = ""
+class _Admission(msgspec.Struct):
+    op: object = ""
+    auth: object = None
+    input: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
 
 
-_op_decoder = msgspec.json.Decoder(_OpOnly)
+class _Destination(msgspec.Struct):
+    destination: object = None
+
+
+_admission_decoder = msgspec.json.Decoder(_Admission)
+_destination_decoder = msgspec.json.Decoder(_Destination)
 
 
 def _acquire_lock(path: Path, what: str) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
         raise TransportError(f"another daemon owns {what}") from None
     return fd
+
+
+def failure_reply(raw: bytes, exc: BaseException) -> bytes:
+    """The typed error envelope for a request whose handling raised ``exc`` (never raises)."""
+    try:
+        if isinstance(exc, MemoreeError):
+            error: MemoreeError = exc
+        elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            error = DiskFull(exc.strerror or str(exc))
+        else:
+            error = InternalError(f"internal error: {type(exc).__name__}: {exc}")
+        return _with_request_id(raw, error)
+    except BaseException:  # noqa: BLE001 - even a failure to describe the failure is answered
+        return error_envelope("req_transport", InternalError("internal error").to_body())
 
 
 class Writer(threading.Thread):
@@ -87,18 +125,27 @@ class Writer(threading.Thread):
                 continue
             if item is None:
                 return
-            batch = [item]
-            while len(batch) < MAX_GROUP:
-                try:
-                    extra = self.inbox.get_nowait()
-                except queue.Empty:
-                    break
-                if extra is None:
-                    self.inbox.put(None)
-                    break
-                batch.append(extra)
-            self._process(batch)
+            batch = self._gather(item)
+            try:
+                self._process(batch)
+            except BaseException as exc:  # noqa: BLE001 - the writer survives everything
+                for raw, future in batch:
+                    if not future.done():
+                        future.set_result(failure_reply(raw, exc))
             self._seal(force_age=False)
+
+    def _gather(self, first: tuple[bytes, Future[bytes]]) -> list[tuple[bytes, Future[bytes]]]:
+        batch = [first]
+        while len(batch) < MAX_GROUP:
+            try:
+                extra = self.inbox.get_nowait()
+            except queue.Empty:
+                break
+            if extra is None:
+                self.inbox.put(None)
+                break
+            batch.append(extra)
+        return batch
 
     def _seal(self, *, force_age: bool) -> None:
         """Close a Merkle batch when one is full, or (on idle) when any event is unsealed."""
@@ -106,7 +153,7 @@ class Writer(threading.Thread):
 
         try:
             maybe_seal(self.service.engine, force_age=force_age)
-        except Exception as exc:  # sealing must never take the writer down
+        except BaseException as exc:  # noqa: BLE001 - sealing must never take the writer down
             from memoree.log import logger
 
             logger().error("seal_failed", exc_info=exc)
@@ -119,14 +166,18 @@ class Writer(threading.Thread):
         else:
             reads = mutations + reads
         for raw, future in reads:
-            future.set_result(self.service.handle_bytes(raw).body)
+            try:
+                reply = self.service.handle_bytes(raw).body
+            except BaseException as exc:  # noqa: BLE001 - answered, and the next one is served
+                reply = failure_reply(raw, exc)
+            future.set_result(reply)
 
     def _is_mutation(self, raw: bytes) -> bool:
         from memoree.protocol.ops import OPS
 
         try:
-            spec = OPS.get(_op_decoder.decode(raw).op)
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            spec = OPS.get(_op_of(raw))  # type: ignore[arg-type]
+        except TypeError:  # an op that is not a string (a list, an object)
             return False
         return spec is not None and spec.mutating
 
@@ -136,10 +187,9 @@ class Writer(threading.Thread):
             with self.service.engine.group():
                 for raw, _ in group:
                     replies.append(self.service.handle_bytes(raw).body)
-        except MemoreeError as exc:
+        except BaseException as exc:  # noqa: BLE001 - nothing of the group is durable: say so
             self.service.engine.handler.drop_deferred()
-            failure = InternalError(f"the group commit failed, nothing was written: {exc.message}",
-                                    retryable=True)
+            failure = _group_failure(exc)
             replies = [_with_request_id(raw, failure) for raw, _ in group]
         else:
             self.service.engine.handler.run_deferred()
@@ -149,6 +199,23 @@ class Writer(threading.Thread):
             future.set_result(reply)
 
 
+def _group_failure(exc: BaseException) -> MemoreeError:
+    if isinstance(exc, DiskFull):
+        return DiskFull(f"the group commit failed, nothing was written: {exc.message}")
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(f"the group commit failed, nothing was written: {exc.strerror}")
+    message = exc.message if isinstance(exc, MemoreeError) else f"{type(exc).__name__}: {exc}"
+    return InternalError(f"the group commit failed, nothing was written: {message}", retryable=True)
+
+
+def _op_of(raw: bytes) -> object:
+    """The frame's ``op`` as sent (any JSON value), or "" when the frame is not a JSON object."""
+    try:
+        return _admission_decoder.decode(raw).op
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+        return ""
+
+
 def _with_request_id(raw: bytes, error: MemoreeError) -> bytes:
     from memoree.service.service import _salvage_request_id
 
@@ -156,43 +223,145 @@ def _with_request_id(raw: bytes, error: MemoreeError) -> bytes:
 
 
 class Daemon:
-    """A listening socket, its locks, the connection threads and the writer."""
+    """A listening socket, its locks, the I/O loop, the reader pool and the writer."""
 
     def __init__(self, service: Any, endpoint: Endpoint, *, lifecycle_owner: str = "external",
-                 allow_non_loopback: bool = False, http: tuple[str, int] | None = None) -> None:
+                 allow_non_loopback: bool = False, http: tuple[str, int] | None = None,
+                 allowed_uids: frozenset[int] = frozenset(), backup_root: Path | None = None) -> None:
         self.service = service
-        self.http_address = http  # optional emem REST front (memoree.daemon.rest_host), same writer
+        self.http_address = http  # optional emem REST front (memoree.daemon.rest_host), same routing
         self.http: Any = None
         self.endpoint = endpoint
         self.lifecycle_owner = lifecycle_owner
         self.allow_non_loopback = allow_non_loopback
-        self.slots = threading.BoundedSemaphore(limits.MAX_CONCURRENT_CONNECTIONS)
+        self.allowed_uids = frozenset({os.geteuid()}) | allowed_uids
+        self.backup_root = backup_root
         self.stopping = threading.Event()
         self.writer = Writer(service)
+        self.readers: Any = None
         self._locks: list[int] = []
         self.listener: socket.socket | None = None
+        self.loop: Listener | None = None
+        self._secret: tuple[tuple[int, int], str] | None = None
 
     def start(self) -> None:
         from memoree.service.engine import prepare_data_dir
+        from memoree.log import logger
 
         for warning in prepare_data_dir(self.service.data_dir):
-            from memoree.log import logger
-
             logger().warning("data_dir_permissions_tightened", detail=warning)
         self._locks.append(_acquire_lock(self.service.data_dir / "memoreed.lock", f"data dir {self.service.data_dir}"))
         self.service.engine  # open (and if needed rebuild) the store before accepting anyone
+        self.service.engine.keys.current()  # the node key exists before readers look at it
+        from memoree.client.secret import ensure_secret
+
+        ensure_secret(self.service.data_dir)
         self.service.daemon_info = {
             "running": True, "daemon_pid": os.getpid(), "lifecycle_owner": self.lifecycle_owner,
             "endpoint": str(self.endpoint),
         }
         self.listener = self._listen()
         self.writer.start()
+        if self.service.engine.shared is None:  # with a shared log every op stays on the writer
+            from memoree.daemon.readpool import ReaderPool
+
+            self.readers = ReaderPool(self.service, self._answer_read)
+            self.readers.start()
         if self.http_address is not None:
             from memoree.daemon.rest_host import serve_daemon_http
 
             self.http = serve_daemon_http(self, *self.http_address,
                                           allow_non_loopback=self.allow_non_loopback)
             self.service.daemon_info["http_endpoint"] = self.http.url
+
+    # ------------------------------------------------------------------ routing
+
+    def submit(self, raw: bytes) -> Future[bytes]:
+        """Route one admitted request: reads to the reader pool, the rest to the writer."""
+        from memoree.daemon.readpool import POOLED_OPS
+
+        op = _op_of(raw)
+        if self.readers is not None and isinstance(op, str) and op in POOLED_OPS:
+            return self.readers.submit(raw)
+        return self.writer.submit(raw)
+
+    def _answer_read(self, raw: bytes) -> bytes:
+        reply = self.service.handle_bytes(raw).body
+        if len(reply) > limits.MAX_FRAME_BYTES:
+            return _too_large(raw)
+        return reply
+
+    def dispatch(self, raw: bytes, peer: Peer) -> Future[bytes]:
+        """Admit a frame from ``peer`` (refusals are answered at once), then route it."""
+        refusal = self._refusal(raw, peer)
+        if refusal is not None:
+            done: Future[bytes] = Future()
+            done.set_result(_with_request_id(raw, refusal))
+            return done
+        future = self.submit(raw)
+        answered: Future[bytes] = Future()
+
+        def bounded(result: Future[bytes]) -> None:
+            try:
+                reply = result.result()
+            except BaseException as exc:  # noqa: BLE001
+                reply = failure_reply(raw, exc)
+            answered.set_result(_too_large(raw) if len(reply) > limits.MAX_FRAME_BYTES else reply)
+
+        future.add_done_callback(bounded)
+        return answered
+
+    def _refusal(self, raw: bytes, peer: Peer) -> MemoreeError | None:
+        if peer.transport == "unix":
+            if peer.uid not in self.allowed_uids:
+                return Unauthorized(f"this daemon serves uid {os.geteuid()} only; the caller is uid {peer.uid}")
+            return None
+        try:
+            admission = _admission_decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+            admission = _Admission()
+        if not self.secret_matches(admission.auth):
+            return Unauthorized("a TCP request must carry the store's secret in `auth`")
+        if admission.op == "backup.create":
+            return self._backup_refusal(admission.input)
+        return None
+
+    def secret_matches(self, presented: object) -> bool:
+        """Whether ``presented`` is the store's current secret (re-read when the file changes)."""
+        from memoree.client.secret import SECRET_FILENAME, matches, read_secret
+
+        path = self.service.data_dir / SECRET_FILENAME
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        stamp = (st.st_ino, st.st_mtime_ns)
+        if self._secret is None or self._secret[0] != stamp:
+            current = read_secret(self.service.data_dir)
+            if current is None:
+                return False
+            self._secret = (stamp, current)
+        return matches(presented, self._secret[1])
+
+    def _backup_refusal(self, raw_input: msgspec.Raw) -> MemoreeError | None:
+        """Over TCP a backup may be written only below the configured backup folder."""
+        if self.backup_root is None:
+            return Unauthorized("backup.create over TCP needs a backup folder: start the daemon with "
+                                "--backup-dir DIR (or MEMOREE_BACKUP_DIR)")
+        try:
+            destination = _destination_decoder.decode(raw_input).destination
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return None  # the service answers the malformed input
+        if not isinstance(destination, str) or "\0" in destination:
+            return None
+        root = self.backup_root.resolve()
+        target = Path(os.path.abspath(destination))
+        resolved_parent = target.parent.resolve()
+        if resolved_parent != root and root not in resolved_parent.parents:
+            return Unauthorized(f"over TCP a backup may be written only below {root}")
+        return None
+
+    # ------------------------------------------------------------------ listening
 
     def _listen(self) -> socket.socket:
         if self.endpoint.kind == "unix":
@@ -204,17 +373,25 @@ class Daemon:
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        sock.listen(64)
+        sock.listen(LISTEN_BACKLOG)
         return sock
 
     def _listen_unix(self, path: Path) -> socket.socket:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if stat.S_IMODE(path.parent.stat().st_mode) & 0o077:
-            os.chmod(path.parent, 0o700)
+        from memoree.log import logger
+        from memoree.client.paths import ForeignPath, private_dir
+
+        try:
+            for warning in private_dir(path.parent, "runtime dir"):
+                logger().warning("runtime_dir_permissions_tightened", detail=warning)
+        except ForeignPath as exc:
+            raise ConfigError(str(exc)) from None
         self._locks.append(_acquire_lock(path.with_name(path.name + ".lock"), f"Unix endpoint {path}"))
         if path.exists() or path.is_symlink():
-            if not stat.S_ISSOCK(path.lstat().st_mode):
+            st = path.lstat()
+            if not stat.S_ISSOCK(st.st_mode):
                 raise ConfigError(f"{path} exists and is not a socket; refusing to replace it")
+            if st.st_uid != os.geteuid():
+                raise ConfigError(f"{path} is a socket of uid {st.st_uid}, not of this user; refusing it")
             if _answers(path):
                 raise TransportError(f"a daemon is already accepting connections on {path}")
             path.unlink()
@@ -225,52 +402,29 @@ class Daemon:
         finally:
             os.umask(old_umask)
         os.chmod(path, 0o600)
-        sock.listen(64)
+        sock.listen(LISTEN_BACKLOG)
         return sock
 
     def serve_forever(self) -> None:
         assert self.listener is not None
-        self.listener.settimeout(0.2)
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                if self.stopping.is_set():
-                    break
-                raise
-            if not self.slots.acquire(blocking=False):
-                conn.close()  # over the connection limit: dropped without a response
-                continue
-            threading.Thread(target=self._serve_connection, args=(conn,), daemon=True).start()
-        self._shutdown()
+        self.loop = Listener(self.listener, self.dispatch, max_frame_bytes=limits.MAX_FRAME_BYTES,
+                             max_buffered_bytes=MAX_BUFFERED_BYTES, frame_deadline=_frame_deadline())
+        watcher = threading.Thread(target=self._stop_when_asked, name="memoree-stop", daemon=True)
+        watcher.start()
+        try:
+            self.loop.serve()
+        finally:
+            self._shutdown()
+
+    def _stop_when_asked(self) -> None:
+        self.stopping.wait()
+        if self.loop is not None:
+            self.loop.stop()
 
     def stop(self) -> None:
         self.stopping.set()
-
-    def _serve_connection(self, conn: socket.socket) -> None:
-        released = False
-        try:
-            conn.settimeout(IO_TIMEOUT_S)
-            try:
-                raw = read_frame(conn, limits.MAX_FRAME_BYTES)
-            except (FrameTooLarge, FrameTruncated, OSError):
-                return  # oversize, truncated or timed out: closed without a response
-            reply = self.writer.submit(raw).result()
-            if len(reply) > limits.MAX_FRAME_BYTES:
-                reply = _with_request_id(raw, ContentTooLarge("content exceeds the configured size limit: the response is larger than a frame"))
-            # The work is done: free the slot before the client can read the answer and reconnect.
-            self.slots.release()
-            released = True
-            try:
-                write_frame(conn, reply)
-            except OSError:
-                pass
-        finally:
-            conn.close()
-            if not released:
-                self.slots.release()
+        if self.loop is not None:
+            self.loop.stop()
 
     def _shutdown(self) -> None:
         if self.http is not None:
@@ -282,11 +436,29 @@ class Daemon:
                 Path(str(self.endpoint.address)).unlink()
             except FileNotFoundError:
                 pass
+        if self.readers is not None:
+            self.readers.stop()
         self.writer.stop()
         self.writer.join(10)
         self.service.close()
         for fd in self._locks:
             os.close(fd)
+
+
+def _frame_deadline() -> float:
+    """The per-frame deadline: the protocol's 30 s, or shorter with ``MEMOREE_FRAME_DEADLINE_S``."""
+    from memoree.daemon.listener import FRAME_DEADLINE_S
+
+    try:
+        chosen = float(os.environ.get("MEMOREE_FRAME_DEADLINE_S", FRAME_DEADLINE_S))
+    except ValueError:
+        raise ConfigError("MEMOREE_FRAME_DEADLINE_S must be a number of seconds") from None
+    return min(FRAME_DEADLINE_S, max(0.1, chosen))
+
+
+def _too_large(raw: bytes) -> bytes:
+    return _with_request_id(raw, ContentTooLarge(
+        "content exceeds the configured size limit: the response is larger than a frame"))
 
 
 def _answers(path: Path) -> bool:
@@ -304,13 +476,16 @@ def _answers(path: Path) -> bool:
 
 
 def serve(data_dir: Path, endpoint: Endpoint, *, lifecycle_owner: str = "external",
-          allow_non_loopback: bool = False, http: tuple[str, int] | None = None) -> None:
+          allow_non_loopback: bool = False, http: tuple[str, int] | None = None,
+          allowed_uids: frozenset[int] = frozenset(), backup_root: Path | None = None) -> None:
     """Run a daemon until SIGINT or SIGTERM (with the emem REST front when ``http`` is given)."""
     from memoree.service.service import Service
 
     service = Service(data_dir)
+    if backup_root is None and os.environ.get("MEMOREE_BACKUP_DIR"):
+        backup_root = Path(os.environ["MEMOREE_BACKUP_DIR"])
     daemon = Daemon(service, endpoint, lifecycle_owner=lifecycle_owner, allow_non_loopback=allow_non_loopback,
-                    http=http)
+                    http=http, allowed_uids=allowed_uids, backup_root=backup_root)
     from memoree.eventlog.sqlite import storage_errors
 
     with storage_errors():  # e.g. a full disk: a typed failure, never a traceback

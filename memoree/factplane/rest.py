@@ -58,7 +58,9 @@ ERROR_CATALOGUE: dict[str, ErrorCode] = {
     "band_not_in_registry": ErrorCode(404, "The band is not registered at this responder.", "GET /v1/bands lists the bands served here."),
     "not_found": ErrorCode(404, "No such route.", "See GET /openapi.json for the routes served."),
     "method_not_allowed": ErrorCode(405, "The route exists but not with this HTTP method.", "Use the method named in the Allow header."),
+    "unauthorized": ErrorCode(401, "This route needs the store's secret as `Authorization: Bearer <secret>`.", "Send the secret that `memoree secret show` prints on the daemon's machine."),
     "payload_too_large": ErrorCode(413, f"The request body exceeds {MAX_BODY_BYTES} bytes.", "Send a smaller body."),
+    "rate_limited": ErrorCode(429, "Too many recalls that may write, in too short a time.", "Wait the seconds named in the Retry-After header, then retry."),
     "bad_signature": ErrorCode(422, "A public key, signature or key encoding is malformed.", "Send base32 (lowercase, unpadded) keys and signatures."),
     "bad_merkle_proof": ErrorCode(422, "A receipt's merkle_proof is malformed.", "Send the receipt exactly as it was served."),
     "canonical_encoding_divergence": ErrorCode(500, "Stored bytes are not the canonical encoding of what they decode to.", "Report it: the store needs `memoree verify`."),
@@ -66,7 +68,7 @@ ERROR_CATALOGUE: dict[str, ErrorCode] = {
 }
 _NEXT_STEPS = ["GET /openapi.json describes every route", "GET /v1/bands lists the bands served here"]
 _PROTOCOL_TO_EMEM = {"INVALID_REQUEST": "invalid_argument", "NOT_FOUND": "not_found",
-                     "CONTENT_TOO_LARGE": "payload_too_large"}
+                     "CONTENT_TOO_LARGE": "payload_too_large", "UNAUTHORIZED": "unauthorized"}
 
 
 class EmemHttpError(Exception):
@@ -330,9 +332,24 @@ class Api:
 
 
 async def _body(request: Request, model: type[BaseModel]) -> Any:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise EmemHttpError("payload_too_large", f"the body is {len(raw)} bytes; at most {MAX_BODY_BYTES}")
+    """The body, read in chunks and refused past ``MAX_BODY_BYTES`` (``_Guard`` already refused a
+    declared length over it before reading anything), parsed strictly: duplicate keys are refused."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise EmemHttpError("payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes",
+                                headers={"connection": "close"})
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    from memoree.protocol.strictjson import DuplicateKey, loads as strict_loads
+
+    try:
+        strict_loads(raw)
+    except DuplicateKey as exc:
+        raise EmemHttpError("invalid_argument", f"invalid body: {exc}", {"field": "body"}) from None
+    except (ValueError, RecursionError):
+        pass  # pydantic names what is wrong with it
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
@@ -375,7 +392,85 @@ async def _on_unexpected(request: Request, exc: Exception) -> Response:
                           request.url.path)
 
 
-def build_app(submit: Submit) -> Starlette:
+# --- the guard: who may call what, and how much they may send ---------------------------------
+
+# emem's public read surface: what anyone who can reach the port may call without the secret.
+# They read no one's memory (the band list, the error catalogue, the signing key, this API's
+# description) or compute without the store (verifying a receipt). /v1/recall needs the secret: it
+# reads the fact plane and may write (a cold cell materializes and signs new facts).
+PUBLIC_ROUTES = frozenset({
+    ("GET", "/v1/bands"), ("GET", "/v1/errors"), ("GET", "/.well-known/emem.json"),
+    ("GET", "/openapi.json"), ("POST", "/v1/verify_receipt"),
+})
+RECALLS_PER_SECOND = 20.0
+RECALL_BURST = 40
+
+
+class TokenBucket:
+    """A rate with a burst: ``take()`` is True while tokens are left (monotonic clock)."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        import time
+
+        self.rate, self.burst, self.tokens = rate, float(burst), float(burst)
+        self.clock = time.monotonic
+        self.stamp = self.clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+    def wait_seconds(self) -> int:
+        return max(1, int((1.0 - self.tokens) / self.rate + 0.999))
+
+
+class _Guard:
+    """ASGI middleware in front of the app: the secret for non-public routes (401), a declared
+    body over the limit refused before a byte of it is read (413, connection closed), and a rate
+    on recalls, which may write (429 with Retry-After)."""
+
+    def __init__(self, app: Any, authorize: Callable[[str | None], bool] | None,
+                 recalls: TokenBucket) -> None:
+        self.app, self.authorize, self.recalls = app, authorize, recalls
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        method, path = scope.get("method", "GET"), scope.get("path", "")
+        refusal = self._refusal(method, path, headers)
+        if refusal is not None:
+            response = error_response(refusal, path)
+            return await response(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+    def _refusal(self, method: str, path: str, headers: dict[bytes, bytes]) -> EmemHttpError | None:
+        known = any(path == route for _, route in PUBLIC_ROUTES) or path == "/v1/recall"
+        if known and (method, path) not in PUBLIC_ROUTES and self.authorize is not None:
+            scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+            if scheme.lower() != "bearer" or not self.authorize(token.strip() or None):
+                return EmemHttpError("unauthorized", "this route needs `Authorization: Bearer <secret>`",
+                                     headers={"www-authenticate": "Bearer"})
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.strip().isdigit() or int(declared) > MAX_BODY_BYTES):
+            return EmemHttpError("payload_too_large",
+                                 f"the declared body ({declared.decode('latin-1')[:20]} bytes) exceeds {MAX_BODY_BYTES} bytes",
+                                 headers={"connection": "close"})
+        if (method, path) == ("POST", "/v1/recall") and not self.recalls.take():
+            return EmemHttpError("rate_limited", f"more than {RECALLS_PER_SECOND:g} recalls a second",
+                                 headers={"retry-after": str(self.recalls.wait_seconds())})
+        return None
+
+
+def build_app(submit: Submit, authorize: Callable[[str | None], bool] | None = None,
+              recalls: TokenBucket | None = None) -> Any:
+    """The REST app over ``submit``; ``authorize`` checks a presented secret (None: no secret
+    needed, for a caller that authenticated otherwise)."""
     api = Api(submit)
     routes = [
         Route("/v1/recall", api.recall, methods=["POST"]),
@@ -385,9 +480,11 @@ def build_app(submit: Submit) -> Starlette:
         Route("/.well-known/emem.json", api.well_known, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
     ]
-    return Starlette(routes=routes, exception_handlers={
+    app = Starlette(routes=routes, exception_handlers={
         EmemHttpError: _on_emem_error, HTTPException: _on_http_error, Exception: _on_unexpected,
     })
+    app.router.redirect_slashes = False  # `/v1/bands/` is a not_found envelope, not a bare 307
+    return _Guard(app, authorize, recalls or TokenBucket(RECALLS_PER_SECOND, RECALL_BURST))
 
 
 # --- /openapi.json ----------------------------------------------------------------------------------
@@ -421,6 +518,8 @@ def openapi_document() -> dict[str, Any]:
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}},
             },
         }
+        if (method.upper(), path) not in PUBLIC_ROUTES:
+            operation["security"] = [{"bearer": []}]
         if request_model is not None:
             operation["requestBody"] = {"required": True, "content": {"application/json": {
                 "schema": {"$ref": f"#/components/schemas/{request_model.__name__}"}}}}
@@ -434,5 +533,7 @@ def openapi_document() -> dict[str, Any]:
                                 "daemon: signed facts by (cell64, band, tslot), Ed25519 receipts "
                                 "(preimage v2), lazy local materializers."},
         "paths": paths,
-        "components": {"schemas": top.get("$defs", {})},
+        "components": {"schemas": top.get("$defs", {}),
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                                      "description": "the store's secret (`memoree secret show`)"}}},
     }

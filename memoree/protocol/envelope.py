@@ -52,6 +52,12 @@ class Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     context: AmbientContext | None = None
     context_source: ContextSource = "none"
     input: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+    # The store's secret, which TCP callers must send (memoree.client.secret); never part of the
+    # request's fingerprint, never echoed.
+    auth: str | None = None
+    # Set by the daemon client: the daemon refuses a client of another version (CONFIG_ERROR with
+    # details.daemon_version) in the same round trip, instead of a separate doctor probe first.
+    client_version: str | None = None
 
 
 class ResolvedContext(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -6,12 +6,16 @@ refused before a single body byte is read. Standard library only (the call clien
 
 from __future__ import annotations
 
-import socket
 import struct
 
-__all__ = ["FrameTooLarge", "FrameTruncated", "read_frame", "write_frame"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+
+__all__ = ["FrameTooLarge", "FrameTruncated", "peer_credentials", "read_frame", "write_frame"]
 
 _HEADER = struct.Struct(">I")
+_CREDENTIALS = struct.Struct("3i")
 
 
 class FrameTooLarge(Exception):
@@ -47,3 +51,13 @@ def read_frame(sock: socket.socket, limit: int) -> bytes:
 
 def write_frame(sock: socket.socket, payload: bytes) -> None:
     sock.sendall(_HEADER.pack(len(payload)) + payload)
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """``(pid, uid, gid)`` of the process at the other end of a Unix socket (``SO_PEERCRED``):
+    the kernel's word, which the peer cannot forge."""
+    import _socket  # the C module: the ``socket`` wrapper is not on the call path
+
+    raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, _CREDENTIALS.size)
+    pid, uid, gid = _CREDENTIALS.unpack(raw)
+    return pid, uid, gid

@@ -38,6 +38,9 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("doctor", inputs.EmptyInput),
     OpSpec("verify", inputs.EmptyInput),
     OpSpec("backup.create", inputs.BackupCreateInput, side_effecting=True),
+    # Many mutations in one write transaction (bulk loaders): not itself a mutation (each request
+    # in it carries its own key), but it writes, so it runs on the writer (side_effecting).
+    OpSpec("batch", inputs.BatchInput, side_effecting=True),
     OpSpec("artifact.put", inputs.ArtifactPutInput, mutating=True, needs_context=True),
     OpSpec("artifact.get", inputs.ArtifactGetInput),
     OpSpec("artifact.revise", inputs.ArtifactReviseInput, mutating=True, needs_context=True),
@@ -51,7 +54,6 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("claim.revise", inputs.ClaimReviseInput, mutating=True, needs_context=True),
     OpSpec("claim.retract", inputs.ClaimRetractInput, mutating=True, needs_context=True),
     OpSpec("relation.put", inputs.RelationPutInput, mutating=True, needs_context=True),
-    OpSpec("batch", inputs.BatchInput, mutating=True, needs_context=True),
     OpSpec("relation.list", inputs.RelationListInput, needs_context=True, horizon=True),
     OpSpec("conflict.list", inputs.ConflictListInput, needs_context=True, horizon=True),
     OpSpec("search", inputs.SearchInput, needs_context=True, horizon=True),

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from memoree.queries.browse import ArtifactList, ClaimList
 from memoree.queries.conflicts import ConflictList
 from memoree.queries.entities import ArtifactHistory, ClaimHistory
@@ -23,21 +21,8 @@ from memoree.queries.recall import RecallResult
 from memoree.queries.retrieve import RetrieveResult
 from memoree.queries.search import SearchResult
 
-__all__ = ["RESULT_TYPES", "BatchItemResult", "BatchResult"]
+__all__ = ["RESULT_TYPES"]
 
-
-class BatchItemResult(msgspec.Struct, kw_only=True):
-    op: str
-    commit_seq: int
-    result: dict[str, Any]
-
-
-class BatchResult(msgspec.Struct, kw_only=True):
-    """``batch``: item results in request order; ``commit_seq`` is the last item's."""
-
-    results: list[BatchItemResult]
-    commit_seq: int
-    created: bool
 
 RESULT_TYPES: dict[str, Any] = {
     "artifact.put": ArtifactMutationResult,
@@ -62,7 +47,6 @@ RESULT_TYPES: dict[str, Any] = {
     "memory.retrieve": RetrieveResult,
     "artifact.list": ArtifactList,
     "claim.list": ClaimList,
-    "batch": BatchResult,
 }
 
 from memoree.projections.fact_results import BandMutationResult, FactAttestResult  # noqa: E402

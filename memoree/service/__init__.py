@@ -3,6 +3,7 @@
 Owns the service (``service``: validation order, idempotency, dispatch), the engine (``engine``:
 the one composition root that opens the log, the CAS, the projections and the command handler),
 the readers that answer non-mutating ops (``readers``), discovery (``discovery``: capabilities,
-instructions, schema) and which log a store uses (``logconfig``: embedded SQLite or the shared
+instructions, schema), the ``batch`` op (``batch``: many mutations in one transaction, for bulk
+loaders) and which log a store uses (``logconfig``: embedded SQLite or the shared
 PostgreSQL log).
 """

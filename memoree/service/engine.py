@@ -9,7 +9,6 @@ log's head. ``reindex`` drops projections and replays the log into them.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,15 +32,16 @@ __all__ = ["DB_FILENAME", "Engine", "prepare_data_dir"]
 
 
 def prepare_data_dir(path: Path) -> list[str]:
-    """Create ``path`` owner-only, or tighten an existing one; return warnings to log."""
-    warnings = []
+    """Create ``path`` owner-only, or tighten an existing one of this user's; return warnings to
+    log. Another user's folder (or one reached through a link) is refused, never chmod-ed."""
+    from memoree.client.paths import ForeignPath, private_dir
+
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise ConfigError(f"data dir {path} is not a directory")
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        os.chmod(path, 0o700)
-        warnings.append(f"data dir {path} was accessible to other users (mode {mode:o}); set to 0700")
+    try:
+        warnings = private_dir(path, "data dir")
+    except ForeignPath as exc:
+        raise ConfigError(str(exc)) from None
     return warnings
 
 
@@ -87,6 +87,9 @@ class Engine:
         # band.register and fact.attest sign with the node key; their module loads on first use.
         for op in ("band.register", "fact.attest"):
             self.handler.lazy_commands[op] = self._install_fact_commands
+        from memoree.eventlog.copies import scrub_dead_copies
+
+        scrub_dead_copies(self.data_dir)  # scratch and staged copies a killed process left
         self._bring_projections_up_to_date()
         self._finish_purges()
         if self.shared is not None:

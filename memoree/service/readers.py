@@ -34,6 +34,7 @@ def install(service: Any) -> None:
         "doctor": lambda request, inp: doctor(service),
         "verify": lambda request, inp: _verify(service),
         "backup.create": lambda request, inp: _backup(service, inp),
+        "batch": lambda request, inp: importlib.import_module("memoree.service.batch").run(service, inp),
         "artifact.get": lambda request, inp: _query("entities").artifact_get(engine().conn, engine().cas, inp),
         "artifact.history": lambda request, inp: _query("entities").artifact_history(engine().conn, inp),
         "claim.get": lambda request, inp: _query("entities").claim_get(engine().conn, inp),

@@ -10,6 +10,7 @@ service trusts the context the client attached and never resolves one itself.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import msgspec
 
 from memoree import limits
 from memoree.errors import (
+    ConfigError,
     InternalError,
     InvalidRequest,
     MemoreeError,
@@ -55,6 +57,7 @@ class Service:
         self.data_dir = Path(data_dir)
         self._engine_options = engine_options
         self._engine: Any = None
+        self._local = threading.local()  # a reader thread's ReadView (memoree.daemon.readpool), if any
         self.readers: dict[str, Callable[[Any, Any], Any]] = {}
         self.daemon_info: dict[str, Any] = {"running": False, "daemon_pid": None,
                                             "lifecycle_owner": "in_process"}
@@ -64,11 +67,22 @@ class Service:
 
     @property
     def engine(self) -> Any:
+        view = getattr(self._local, "view", None)
+        if view is not None:
+            return view
         if self._engine is None:
             from memoree.service.engine import Engine
 
             self._engine = Engine(self.data_dir, **self._engine_options)
         return self._engine
+
+    def reading_through(self, view: Any, work: Callable[[], Any]) -> Any:
+        """Run ``work`` on this thread with ``engine`` meaning the read-only ``view``."""
+        self._local.view = view
+        try:
+            return work()
+        finally:
+            self._local.view = None
 
     def close(self) -> None:
         if self._engine is not None:
@@ -85,6 +99,12 @@ class Service:
         except RecursionError:
             return self._failure(fallback_request_id,
                                  InvalidRequest("malformed request: JSON nests too deeply"))
+        from memoree.protocol.strictjson import duplicate_key
+
+        repeated = duplicate_key(raw)
+        if repeated is not None:  # two parsers could read two different requests from it
+            return self._failure(_salvage_request_id(raw, fallback_request_id),
+                                 InvalidRequest(f"malformed request: {repeated}"))
         return self.handle(request)
 
     def handle(self, request: Request) -> Reply:
@@ -92,6 +112,10 @@ class Service:
             body = self._dispatch(request)
         except MemoreeError as exc:
             return self._failure(request.request_id, exc)
+        except OSError as exc:  # the disk under the store (blob files, keys): typed, e.g. DISK_FULL
+            from memoree.eventlog.sqlite import translate_storage_error
+
+            return self._failure(request.request_id, translate_storage_error(exc))
         except Exception as exc:  # the one boundary where an unexpected failure is contained
             from memoree.log import logger
 
@@ -128,11 +152,6 @@ class Service:
                 resolved_from="explicit" if request.context_source == "none" else request.context_source,
                 horizon=horizon, broadened=horizon != "ambient",
             )
-        if spec.name == "batch":
-            from memoree.service.batch import run_batch
-
-            result, commit_seq = run_batch(self.engine, request, inp, decode_input)
-            return success_envelope(request.request_id, result, context=context, commit_seq=commit_seq)
         if spec.mutating:
             assert request.context is not None and request.idempotency_key is not None
             scope = request.context.scope()
@@ -147,6 +166,8 @@ class Service:
         return success_envelope(request.request_id, result, context=context)
 
     def _validate_envelope(self, request: Request) -> OpSpec:
+        if request.client_version is not None:
+            _require_same_version(request.client_version)
         if request.v != PROTOCOL_VERSION:
             raise UnsupportedVersion(
                 str(request.v), details={"received_version": request.v,
@@ -164,6 +185,18 @@ class Service:
                 raise InvalidRequest("mutating operations require idempotency_key")
             _bounded("idempotency_key", key, limits.MAX_IDEMPOTENCY_KEY_BYTES)
         return spec
+
+
+def _require_same_version(client_version: str) -> None:
+    """Refuse silent version skew between a CLI client and the daemon serving it."""
+    from memoree import __version__
+
+    if client_version != __version__:
+        raise ConfigError(
+            f"the daemon runs memoree {__version__} but this client is {client_version}; "
+            "run `memoree daemon restart` to replace it",
+            details={"daemon_version": __version__, "client_version": client_version},
+        )
 
 
 def decode_input(spec: OpSpec, raw: msgspec.Raw) -> Any:

@@ -225,7 +225,7 @@ class TestMcpForHosts:
             assert tool.title and hints.read_only_hint is not None and hints.destructive_hint is not None
             assert hints.idempotent_hint is True and hints.open_world_hint is False
             op = next(op for op in AGENT_OPS if op.replace(".", "_") == tool.name)
-            assert hints.read_only_hint is (not OPS[op].mutating), tool.name
+            assert hints.read_only_hint is not (OPS[op].mutating or OPS[op].side_effecting and op != "fact.recall"), tool.name
             assert {"v", "request_id", "ok"} == set(tool.output_schema["required"]), tool.name
             undescribed = [name for name, prop in properties(tool.input_schema) if not prop.get("description")]
             assert [] == undescribed, tool.name
@@ -328,8 +328,10 @@ def test_structured_content_matches_each_tools_output_schema(call: Any) -> None:
     envelopes = {
         "artifact.append": appended,
         "relation.put": call.ok("relation.put", edge, key="r"),
-        "batch": call.ok("batch", {"items": [{"op": "artifact.put", "input": {"kind": "n", "title": "b",
-                                                                              "content": {"type": "text", "data": "x"}}}]}, key="b"),
+        "batch": call.ok("batch", {"requests": [{"v": 1, "request_id": "req_b", "op": "artifact.put", "idempotency_key": "b",
+                                                 "context": {**CTX, "pins": []},
+                                                 "input": {"kind": "n", "title": "b", "content": {"type": "text", "data": "x"}}}]},
+                         context=None),
         "artifact.get": call.ok("artifact.get", {"artifact_id": art["artifact_id"]}),
         "artifact.history": call.ok("artifact.history", {"artifact_id": art["artifact_id"]}),
         "artifact.list": call.ok("artifact.list", {}),

@@ -30,13 +30,15 @@ ENVELOPE_KEYS = {"schema", "code", "message"}
 class Http:
     """A tiny JSON client for one base URL."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, url: str, token: str | None = None) -> None:
+        self.url, self.token = url, token
 
     def request(self, method: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, Any, bytes]:
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"content-type": "application/json"})
+        headers = {"content-type": "application/json"}
+        if self.token is not None:
+            headers["authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 content = response.read()
@@ -47,6 +49,26 @@ class Http:
 
     def post(self, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, Any, bytes]:
         return self.request("POST", path, body, raw)
+
+    def post_declared(self, path: str, declared: int) -> tuple[int, Any, bytes]:
+        """POST headers that declare a ``declared``-byte body and send none of it: the answer."""
+        import http.client
+        from urllib.parse import urlsplit
+
+        where = urlsplit(self.url)
+        conn = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
+        try:
+            conn.putrequest("POST", path)
+            conn.putheader("content-type", "application/json")
+            conn.putheader("content-length", str(declared))
+            if self.token is not None:
+                conn.putheader("authorization", f"Bearer {self.token}")
+            conn.endheaders()
+            response = conn.getresponse()
+            content = response.read()
+            return response.status, json.loads(content), content
+        finally:
+            conn.close()
 
     def get(self, path: str) -> tuple[int, Any, bytes]:
         return self.request("GET", path)
@@ -66,7 +88,9 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Http]:
     daemon.start()
     thread = threading.Thread(target=daemon.serve_forever, daemon=True)
     thread.start()
-    yield Http(service.daemon_info["http_endpoint"])
+    from memoree.client.secret import read_secret
+
+    yield Http(service.daemon_info["http_endpoint"], read_secret(folder / "data"))
     daemon.stop()
     thread.join(30)
 
@@ -146,7 +170,7 @@ class TestEndpoints:
             (http.post("/v1/recall", {"cell": CELL, "as_of_signed_at": "soon"}), "invalid_signed_at_format"),
             (http.get("/v1/nope"), "not_found"),
             (http.get("/v1/recall"), "method_not_allowed"),
-            (http.post("/v1/recall", raw=b"x" * (1024 * 1024 + 1)), "payload_too_large"),
+            (http.post_declared("/v1/recall", 1024 * 1024 + 1), "payload_too_large"),
         ]
         for (status, body, _), code in cases:
             assert_envelope(status, body, code)
@@ -158,7 +182,8 @@ class TestServeCommand:
     """`memoree serve --http` runs the REST front from the daemon process, loopback only."""
 
     def test_serve_http_with_listen_and_data_dir(self, tmp_path: Path) -> None:
-        """A served daemon reports its HTTP endpoint and answers /v1/recall on it."""
+        """A served daemon reports its HTTP endpoint and answers /v1/recall on it (with the store's
+        secret as the bearer token; without it, 401)."""
         sock = tmp_path / "run" / "d.sock"
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMOREE_")}
         proc = subprocess.Popen([sys.executable, "-m", "memoree", "serve", "--listen", f"unix://{sock}",
@@ -171,7 +196,12 @@ class TestServeCommand:
                 report = probe(Endpoint("unix", str(sock)))
                 time.sleep(0.05)
             assert report is not None, proc.stdout.read() if proc.stdout else b""
-            status, body, _ = Http(report["http_endpoint"]).post("/v1/recall", {"cell": CELL, "bands": ["cell.area_m2"]})
+            from memoree.client.secret import read_secret
+
+            recall = {"cell": CELL, "bands": ["cell.area_m2"]}
+            status, body, _ = Http(report["http_endpoint"]).post("/v1/recall", recall)
+            assert_envelope(status, body, "unauthorized")
+            status, body, _ = Http(report["http_endpoint"], read_secret(tmp_path / "data")).post("/v1/recall", recall)
             assert status == 200 and body["facts"][0]["band"] == "cell.area_m2"
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -215,7 +245,7 @@ class TestSchemathesis:
                 @settings(max_examples=25, deadline=None, database=None, derandomize=True,
                           suppress_health_check=list(HealthCheck))
                 def exercise(case: Any) -> None:
-                    response = case.call(base_url=http.url)
+                    response = case.call(base_url=http.url, headers={"authorization": f"Bearer {http.token}"})
                     case.validate_response(response, checks=checks)
                     seen[response.status_code] = seen.get(response.status_code, 0) + 1
                     if response.status_code >= 400:

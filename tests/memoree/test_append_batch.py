@@ -1,5 +1,5 @@
-"""artifact.append (old bytes + appended bytes, checked against the current revision) and batch
-(several mutations, one transaction, each its own event, all or nothing)."""
+"""artifact.append: a new revision holding the old bytes then the appended bytes, checked
+against the current revision."""
 
 from __future__ import annotations
 
@@ -56,61 +56,11 @@ class TestAppend:
         assert ("INVALID_REQUEST", True) == (forgotten["error"]["code"], "forgotten" in forgotten["error"]["message"])
 
 
-def put_item(title: str, text: str) -> dict:
-    return {"op": "artifact.put", "input": {"kind": "note", "title": title, "content": {"type": "text", "data": text}}}
-
-
-class TestBatch:
-    def test_each_item_is_its_own_event_in_one_request(self, call: Caller) -> None:
-        """Three items: three events, results in order, the envelope's commit_seq the last one's."""
-        before = call.head()
-        target = call.put_text("cited text")
-        claim = {"op": "claim.assert", "input": {"claim_type": "fact", "statement": "cited",
-                                                 "evidence": [{"artifact_id": target["artifact_id"],
-                                                               "revision_id": target["revision_id"],
-                                                               "start_byte": 0, "end_byte": 5}]}}
-        envelope = call.ok("batch", {"items": [put_item("a", "alpha"), claim, put_item("b", "beta")]}, key="b")
-        results = envelope["result"]["results"]
-        assert ["artifact.put", "claim.assert", "artifact.put"] == [r["op"] for r in results]
-        assert [before + 2, before + 3, before + 4] == [r["commit_seq"] for r in results]
-        assert (before + 4, before + 4, True) == (envelope["commit_seq"], call.head(), envelope["result"]["created"])
-        assert "cited" == results[1]["result"]["statement"]
-
-    def test_a_failing_item_rolls_back_the_whole_batch(self, call: Caller) -> None:
-        """The second item cites a missing artifact: NOT_FOUND naming item 1, and the first put is not kept."""
-        before = call.head()
-        bad = {"op": "claim.assert", "input": {"claim_type": "fact", "statement": "x",
-                                               "evidence": [{"artifact_id": "art_missing", "revision_id": "arev_missing"}]}}
-        failed = call("batch", {"items": [put_item("a", "alpha"), bad]}, key="b")
-        assert ("NOT_FOUND", 1, "claim.assert") == (failed["error"]["code"], failed["error"]["details"]["item"],
-                                                    failed["error"]["details"]["op"])
-        assert before == call.head()
-        listed = call.ok("artifact.list", {})["result"]["artifacts"]
-        assert [] == listed
-
-    def test_retry_replays_and_a_changed_batch_conflicts(self, call: Caller) -> None:
-        """The same batch under the same key replays every item; changed items under it are IDEMPOTENCY_CONFLICT."""
-        items = [put_item("a", "alpha"), put_item("b", "beta")]
-        first = call.ok("batch", {"items": items}, key="b")
-        head = call.head()
-        again = call.ok("batch", {"items": items}, key="b")
-        assert (head, first["commit_seq"], False) == (call.head(), again["commit_seq"], again["result"]["created"])
-        changed = call("batch", {"items": [items[0], put_item("b", "gamma")]}, key="b")
-        assert ("IDEMPOTENCY_CONFLICT", 1) == (changed["error"]["code"], changed["error"]["details"]["item"])
-
-    def test_bad_batches_are_invalid(self, call: Caller) -> None:
-        """An empty batch, an op that cannot be batched and a missing key are INVALID_REQUEST."""
-        assert "INVALID_REQUEST" == call("batch", {"items": []}, key="b")["error"]["code"]
-        assert "INVALID_REQUEST" == call("batch", {"items": [{"op": "search", "input": {}}]}, key="b")["error"]["code"]
-        assert "INVALID_REQUEST" == call("batch", {"items": [put_item("a", "x")]})["error"]["code"]
-        assert "INVALID_REQUEST" == call("batch", {"items": [put_item("a", "x")] * 101}, key="b")["error"]["code"]
-
-
-def test_new_mutations_are_advertised(call: Caller) -> None:
-    """artifact.append and batch are mutations needing context and a key, in capabilities and schema."""
+def test_append_is_advertised(call: Caller) -> None:
+    """artifact.append is a mutation needing context and a key, in capabilities and schema."""
     operations = {op["operation"]: op for op in call.ok("capabilities", {}, context=None)["result"]["operations"]}
     schema = call.ok("schema", {}, context=None)["result"]
-    for name in ("artifact.append", "batch"):
+    for name in ("artifact.append",):
         assert (True, True, True) == (operations[name]["mutating"], operations[name]["needs_context"],
                                       operations[name]["requires_idempotency_key"])
         assert name in schema["operation_inputs"] and name in schema["result_types"]

@@ -175,18 +175,22 @@ class TestVerify:
         files[0].write_bytes(bytes(data))
         assert "blob" == first_issue(engine)["kind"]
 
-    def test_verify_removes_scratch_left_by_a_dead_verify(self, call: Caller, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-        """A scratch folder in the temp dir whose process is gone is deleted by the next verify,
-        which leaves none of its own."""
+    def test_verify_scratch_lives_in_the_data_dir_and_dead_ones_are_removed(self, call: Caller, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+        """Verify builds its scratch in the (private) data dir, never the shared temp dir; a scratch
+        folder whose process is gone is deleted by the next verify, which leaves none of its own."""
         import tempfile
 
-        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-        dead = tmp_path / ".rebuild-999999999-left"
+        shared_tmp = tmp_path / "shared-tmp"
+        shared_tmp.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(shared_tmp))
+        data_dir = call.service.engine.data_dir
+        dead = data_dir / ".rebuild-999999999-left"
         dead.mkdir()
         populate(call)
         assert audit.verify(call.service.engine)["ok"]
-        assert not list(tmp_path.glob(".rebuild-*"))
+        assert not list(data_dir.glob(".rebuild-*"))
+        assert not list(shared_tmp.iterdir())
 
     def test_a_text_index_that_lost_a_row_is_reported(self, call: Caller) -> None:
         """A full-text index missing a document its content table still holds is a projection

@@ -99,21 +99,14 @@ class TestTransport:
         sock.close()
         assert probe(daemon.endpoint) is not None
 
-    def test_fifth_concurrent_connection_is_dropped(self, daemon: Running) -> None:
-        """With four connections open, a fifth is closed at once without a response."""
-        held = [raw_connect(daemon.socket_path) for _ in range(4)]
+    def test_idle_connections_do_not_lock_others_out(self, daemon: Running) -> None:
+        """Four (and forty) connections that never send a frame do not keep a fifth from being answered."""
+        held = [raw_connect(daemon.socket_path) for _ in range(40)]
         time.sleep(0.3)
-        fifth = raw_connect(daemon.socket_path)
-        try:
-            fifth.sendall(struct.pack(">I", 2) + b"{}")
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # already closed by the daemon: that is the expected refusal
-        assert closed_without_response(fifth)
-        fifth.close()
+        envelope = daemon.call({"v": 1, "request_id": "r", "op": "capabilities", "input": {}})
+        assert envelope["ok"], envelope
         for sock in held:
             sock.close()
-        time.sleep(0.3)
-        assert probe(daemon.endpoint) is not None
 
     def test_four_concurrent_clients_lose_nothing(self, daemon: Running) -> None:
         """4 clients x 250 mutations: all acknowledged, commit_seq unique and dense 1..1000."""
@@ -219,6 +212,51 @@ class TestAutostartAndCrash:
                                 input=b'{"request_id":"r","op":"capabilities","input":{}}')
         envelope = json.loads(result.stdout)
         assert (1, "TRANSPORT_ERROR", True, "r") == (result.returncode, envelope["error"]["code"], envelope["error"]["retryable"], envelope["request_id"])
+
+    def test_a_call_is_one_round_trip_carrying_the_version(self, tmp_path: Path) -> None:
+        """request_via_daemon opens one connection and sends one frame: the request with client_version."""
+        from memoree import __version__
+        from memoree.client.transport import request_via_daemon
+        from memoree.protocol.framing import read_frame, write_frame
+
+        path = tmp_path / "one.sock"
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        listener.listen(8)
+        frames: list[bytes] = []
+
+        def answer() -> None:
+            listener.settimeout(2.0)
+            try:
+                while True:
+                    conn, _ = listener.accept()
+                    with conn:
+                        frames.append(read_frame(conn, 1 << 20))
+                        write_frame(conn, b'{"v":1,"request_id":"r","ok":true,"result":{},"warnings":[]}')
+            except OSError:
+                return
+
+        server = threading.Thread(target=answer)
+        server.start()
+        try:
+            body = request_via_daemon(b' {"request_id":"r","op":"capabilities","input":{}}',
+                                      endpoint=Endpoint("unix", str(path)), data_dir=None, autostart_allowed=False)
+        finally:
+            server.join()
+            listener.close()
+        assert body.startswith(b'{"v":1,"request_id":"r","ok":true')
+        assert [__version__] == [json.loads(frame)["client_version"] for frame in frames]
+        assert "capabilities" == json.loads(frames[0])["op"]
+
+    def test_the_daemon_refuses_another_client_version(self, daemon: Running) -> None:
+        """A request stamped with another client_version is refused CONFIG_ERROR, naming the daemon's version."""
+        from memoree import __version__
+
+        reply = daemon.call({"request_id": "r", "op": "artifact.put", "idempotency_key": "k", "context": CTX,
+                             "client_version": "0.0.0-other",
+                             "input": {"kind": "note", "title": "t", "content": {"type": "text", "data": "x"}}})
+        assert ("CONFIG_ERROR", __version__) == (reply["error"]["code"], reply["error"]["details"]["daemon_version"])
+        assert 0 == daemon.call({"request_id": "d", "op": "doctor", "input": {}})["result"]["last_commit_seq"]
 
     def test_version_skew_is_refused(self, daemon: Running, monkeypatch: pytest.MonkeyPatch) -> None:
         """A client of another version refuses to talk to the daemon (CONFIG_ERROR)."""

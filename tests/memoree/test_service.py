@@ -324,3 +324,44 @@ class TestDiscovery:
         """context.resolve returns the attached context and the envelope echoes it."""
         envelope = call.ok("context.resolve", {}, context_source="marker")
         assert ("marker", "ambient", False) == (envelope["context"]["resolved_from"], envelope["context"]["horizon"], envelope["context"]["broadened"])
+
+
+def _put_request(key: str, text: str, **extra: Any) -> dict[str, Any]:
+    return {"v": 1, "request_id": f"req_{key}", "op": "artifact.put", "idempotency_key": key, "context": CTX,
+            "input": {"kind": "note", "title": "t", "content": {"type": "text", "data": text}, **extra}}
+
+
+class TestBatch:
+    def test_a_batch_answers_each_request_as_alone_in_one_transaction(self, call: Caller) -> None:
+        """Every request of a batch gets its own envelope, in order, at consecutive commit_seqs."""
+        replies = call.ok("batch", {"requests": [_put_request(f"b{i}", f"text {i}") for i in range(3)]},
+                          context=None)["result"]["replies"]
+        assert [("req_b0", 1), ("req_b1", 2), ("req_b2", 3)] == [(r["request_id"], r["commit_seq"]) for r in replies]
+        found = call.ok("search", {"query": "text"})["result"]
+        assert 3 == len(found["hits"])
+
+    def test_a_repeated_batch_replays_and_writes_nothing(self, call: Caller) -> None:
+        """Sending the same batch again replays every request (created false) and leaves the head."""
+        batch = {"requests": [_put_request(f"r{i}", f"again {i}") for i in range(4)]}
+        first = call.ok("batch", batch, context=None)["result"]["replies"]
+        head = call.head()
+        second = call.ok("batch", batch, context=None)["result"]["replies"]
+        assert head == call.head()
+        assert [False] * 4 == [r["result"]["created"] for r in second]
+        assert [r["result"]["artifact_id"] for r in first] == [r["result"]["artifact_id"] for r in second]
+
+    def test_a_refused_request_takes_nothing_of_the_others(self, call: Caller) -> None:
+        """A request refused inside a batch answers its own error; the others commit."""
+        batch = {"requests": [_put_request("ok1", "one"), _put_request("bad", "two", unknown_field=1),
+                              _put_request("ok2", "three")]}
+        replies = call.ok("batch", batch, context=None)["result"]["replies"]
+        assert [True, False, True] == [r["ok"] for r in replies]
+        assert "INVALID_REQUEST" == replies[1]["error"]["code"]
+        assert 2 == call.head()
+
+    def test_only_mutations_may_be_batched(self, call: Caller) -> None:
+        """A read (or a nested batch) in a batch refuses the whole batch, writing nothing."""
+        read = {"v": 1, "request_id": "g", "op": "capabilities", "input": {}}
+        envelope = call("batch", {"requests": [_put_request("x", "x"), read]}, context=None)
+        assert "INVALID_REQUEST" == envelope["error"]["code"]
+        assert 0 == call.head()

@@ -103,6 +103,21 @@ class TestCatchUp:
         found = b.ok("search", {"query": "lighthouse", "min_commit_seq": envelope["commit_seq"]})
         assert envelope["result"]["artifact_id"] in str(found["result"])
 
+    def test_a_host_decides_without_the_append_lock_and_decides_again_when_stale(
+            self, shared_url: str, open_host: Any) -> None:
+        """While A decides, B appends unhindered; A's now-stale revise is decided again on the caught-up head."""
+        a, b = open_host("a"), open_host("b")
+        put = a.put_text("v1", key="p0")
+        body = {"artifact_id": put["artifact_id"], "if_revision": put["revision_id"]}
+        with a.service.engine.log.transaction():  # A caught up and is deciding: no append lock held
+            b.ok("artifact.revise", {**body, "content": {"type": "text", "data": "v2 from b"}}, key="rb")
+            stale = a("artifact.revise", {**body, "content": {"type": "text", "data": "v2 from a"}}, key="ra")
+        assert "REVISION_CONFLICT" == stale["error"]["code"], stale
+        got = a.ok("artifact.get", {"artifact_id": put["artifact_id"]})["result"]
+        assert ({"type": "text", "data": "v2 from b"}, 2) == (got["content"], a.head())
+        holds = a.service.engine.shared.lock_holds
+        assert holds and holds[-1] > 0
+
     def test_follower_reconnects_after_losing_postgres(self, shared_url: str, open_host: Any) -> None:
         """Killing the follower's sessions costs nothing: it reconnects and resumes from its checkpoint."""
         a, b = open_host("a"), open_host("b")

@@ -35,6 +35,7 @@ ERROR_CODES = frozenset({
     "NO_AMBIENT_CONTEXT", "INVALID_REQUEST", "NOT_FOUND", "CITATION_ERROR", "REVISION_CONFLICT",
     "IDEMPOTENCY_CONFLICT", "INDEX_NOT_READY", "SCOPE_VIOLATION", "CONFIG_ERROR", "CONTENT_TOO_LARGE",
     "INTEGRITY_ERROR", "UNSUPPORTED_VERSION", "TRANSPORT_ERROR", "REASONER_ERROR", "INTERNAL_ERROR",
+    "DISK_FULL", "UNAUTHORIZED",
 })
 
 
@@ -82,8 +83,10 @@ class DaemonProcess:
     """One daemon child on a Unix socket; ``stop`` (also at test teardown) always reaps it."""
 
     def __init__(self, data_dir: Path, socket_path: Path, *, synchronous: str | None = None,
-                 preload: Path | None = None, env: dict[str, str] | None = None, umask: int = -1) -> None:
+                 preload: Path | None = None, env: dict[str, str] | None = None, umask: int = -1,
+                 nofile: int | None = None, args: tuple[str, ...] = ()) -> None:
         self.data_dir, self.socket_path, self.umask = data_dir, socket_path, umask
+        self.nofile, self.args = nofile, args  # RLIMIT_NOFILE for the daemon; extra `serve` options
         self.endpoint = Endpoint("unix", str(socket_path))
         self.synchronous, self.preload, self.extra_env = synchronous, preload, env or {}
         self.proc: subprocess.Popen[bytes] | None = None
@@ -91,7 +94,13 @@ class DaemonProcess:
 
     def command(self) -> list[str]:
         if self.synchronous is None and self.preload is None:
-            return [sys.executable, "-m", "memoree", "serve", "--listen", str(self.endpoint), "--data-dir", str(self.data_dir)]
+            serve = ["serve", "--listen", str(self.endpoint), "--data-dir", str(self.data_dir), *self.args]
+            if self.nofile is not None:  # the daemon's descriptor limit, set before it starts
+                boot = ("import resource, runpy, sys; "
+                        f"resource.setrlimit(resource.RLIMIT_NOFILE, ({self.nofile}, {self.nofile})); "
+                        f"sys.argv = ['memoree'] + {serve!r}; runpy.run_module('memoree', run_name='__main__')")
+                return [sys.executable, "-c", boot]
+            return [sys.executable, "-m", "memoree", *serve]
         return [sys.executable, str(SERVE_CHILD), str(self.data_dir), str(self.endpoint), self.synchronous or "FULL"]
 
     def start(self, *, wait: bool = True) -> DaemonProcess:
@@ -159,10 +168,19 @@ class DaemonProcess:
 
 
 def raw_connect(path: Path, timeout: float = 10.0) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    sock.connect(str(path))
-    return sock
+    """A connected Unix socket; a full accept backlog (EAGAIN) is waited out, up to ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(path))
+            return sock
+        except BlockingIOError:
+            sock.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def closed_without_response(sock: socket.socket) -> bool:

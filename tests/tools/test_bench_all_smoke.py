@@ -15,3 +15,13 @@ class TestBulkAndPeerSmoke:
         """The peer row is measured when eventsourcing is installed, and explained when it is not."""
         rows = peer.main(["--quick"])
         assert rows == [] or rows[0].baseline > 0
+
+
+class TestImporterSmoke:
+    def test_importer_benchmark_imports_and_replays(self) -> None:
+        """The importer benchmark imports a mem0 export through a daemon (batched and one by one) and
+        replays it, then re-imports a tracked MCP-memory file unchanged and with one change."""
+        from tools.bench import importer
+
+        rows = importer.main(["--quick"])
+        assert 4 == len(rows) and all(row.ours > 0 and row.baseline > 0 for row in rows)

@@ -20,5 +20,5 @@ class TestScaleoutBenchSmoke:
         url = require_pg()
         monkeypatch.delenv("MEMOREE_LOG_URL", raising=False)
         rows = scaleout.main(["--quick", "--puts", "12", "--writers", "1,2", "--pg-url", url])
-        assert 6 == len(rows)
+        assert 7 == len(rows)
         assert all(row.ours > 0 and row.baseline > 0 for row in rows)

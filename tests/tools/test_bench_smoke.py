@@ -19,5 +19,5 @@ class TestDaemonBenchSmoke:
         from tools.bench import daemon
 
         rows = daemon.main(["--quick"])
-        assert 5 == len(rows)
+        assert 6 == len(rows)
         assert all(row.ours > 0 and row.baseline > 0 for row in rows)

@@ -23,10 +23,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
     rows: list[Row] = []
     for name, runner, extra in (
         ("put", put.main, []), ("daemon", daemon.main, []), ("peer", peer.main, []),
+        ("importer", importer.main, []),
         ("bulk", bulk.main, [] if args.quick else ["--n", "100000"]),
         ("search", search.main, []), ("recall", recall.main, []),
         ("locomo", locomo.main, [] if args.quick else ["--questions", "40"]),
-        ("importer", importer.main, []),
     ):
         print(f"\n== {name}")
         rows += runner(quick + extra)

@@ -9,7 +9,8 @@ up, then start together. Measured in the same run, on the same machine:
 - **PostgreSQL**: each writer is a host (its own data dir, ``MEMOREE_LOG_URL`` at a fresh
   database); one more host, writing nothing, follows the log by the catch-up subscription.
   Catch-up lag is the time from a writer's acknowledgement to that ``commit_seq`` being in the
-  follower host's local projections.
+  follower host's local projections. Each writer also reports how long each of its write
+  transactions held the shared append lock (printed as p50 / p99).
 - **SQLite** (baseline): every writer opens the same data dir, serialized by ``BEGIN
   IMMEDIATE``; embedded mode has no second host, so the "follower" is a reader of the same file,
   and its lag is plain visibility.
@@ -69,7 +70,9 @@ def writer(data_dir: str, url: str | None, worker: int, count: int, go: Any, res
         reply = service.handle_bytes(request(worker, i))
         assert reply.ok, reply.body
         acks.append((json.loads(reply.body)["commit_seq"], time.time()))
-    results.put({"acks": acks, "finished": time.time()})
+    shared = service.engine.shared
+    holds = [seconds * 1000 for seconds in shared.lock_holds] if shared is not None else []
+    results.put({"acks": acks, "finished": time.time(), "lock_ms": holds})
     service.close()
 
 
@@ -162,8 +165,10 @@ def _summarize(reports: list[dict[str, Any]], seen: dict[int, float], started: f
     acks = [ack for report in reports for ack in report["acks"]]
     finished = max(report["finished"] for report in reports)
     lags = [(seen[seq] - acked) * 1000 for seq, acked in acks if seq in seen]
+    holds = [ms for report in reports for ms in report.get("lock_ms", [])]
     return {"rate": rate(len(acks), finished - started), "p50": percentile(lags, 50),
-            "p95": percentile(lags, 95), "missed": len(acks) - len(lags)}
+            "p95": percentile(lags, 95), "p99": percentile(lags, 99), "missed": len(acks) - len(lags),
+            "lock_p50": percentile(holds, 50), "lock_p99": percentile(holds, 99)}
 
 
 def admin_url(explicit: str | None) -> str | None:
@@ -201,13 +206,19 @@ def measure(admin: str, writers: int, puts: int) -> tuple[dict[str, float], dict
     return pg, lite
 
 
-def rows_for(writers: int, pg: dict[str, float], lite: dict[str, float]) -> list[Row]:
+def rows_for(writers: int, pg: dict[str, float], lite: dict[str, float],
+             one_host: dict[str, float] | None) -> list[Row]:
     plural = "writer" if writers == 1 else "writers"
-    return [
+    rows = [
         Row(f"artifact.put/s, {writers} {plural}", pg["rate"], lite["rate"], "/s", "SQLite"),
         Row(f"catch-up lag p50 ms, {writers} {plural}", pg["p50"], lite["p50"], "ms", "SQLite", False),
-        Row(f"catch-up lag p95 ms, {writers} {plural}", pg["p95"], lite["p95"], "ms", "SQLite", False),
+        Row(f"catch-up lag p99 ms, {writers} {plural}", pg["p99"], lite["p99"], "ms", "SQLite", False),
     ]
+    if one_host is not None and writers > 1:
+        rows.append(Row(f"PostgreSQL puts/s, {writers} hosts vs 1", pg["rate"], one_host["rate"], "/s", "1 host"))
+    print(f"{writers} {plural}: append lock held p50 {pg['lock_p50']:.2f} ms, p99 {pg['lock_p99']:.2f} ms "
+          f"per write transaction; lag p95 {pg['p95']:.2f} ms; {pg['missed']:.0f} acks unseen")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -223,9 +234,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
         raise SystemExit(2)
     puts = min(args.puts, 40) if args.quick else args.puts
     rows: list[Row] = []
+    one_host = None
     for writers in (int(w) for w in args.writers.split(",")):
         pg, lite = measure(admin, writers, puts)
-        rows += rows_for(writers, pg, lite)
+        one_host = pg if writers == 1 else one_host
+        rows += rows_for(writers, pg, lite, one_host)
     print_table(rows)
     return rows
 
