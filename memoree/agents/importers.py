@@ -12,8 +12,8 @@ per record: create, revise (a new artifact revision; claims revised, asserted or
 statement), or nothing. Re-importing an unchanged source writes nothing. Records the source no
 longer has are forgotten only with ``forget_missing``. Every write is an ordinary idempotent
 mutation, sent in ``batch`` requests (``Sender.send_many``: one transaction per batch) by chunks of
-records, artifacts first, then the claims citing them, relations last; the summary counts each
-outcome and says why anything was skipped.
+records: artifacts first, then relations, then the claims, so a run cut off anywhere is completed
+by the next; the summary counts each outcome and says why anything was skipped.
 """
 
 from __future__ import annotations
@@ -106,14 +106,21 @@ def import_source(fmt: str, path: Path, sender: Sender, *, context: dict[str, An
     plans = plan_records(document.records, stored, claims)
     gone = missing(document.records, stored)
     run = _Run(fmt, wire, summary)
-    with _Progress(progress, len(plans) + len(gone), f"importing {path.name}") as advance:
-        for start in range(0, len(plans), RECORDS_PER_BATCH):
-            chunk = plans[start:start + RECORDS_PER_BATCH]
-            run.records(chunk)
+    chunks = [plans[start:start + RECORDS_PER_BATCH] for start in range(0, len(plans), RECORDS_PER_BATCH)]
+    # Artifacts, then relations, then claims: a record whose claims are all stored had its edges
+    # sent before them, so an import cut off anywhere is completed by the next run (a record with
+    # claims missing is a "repair" and has its edges checked).
+    with _Progress(progress, 2 * len(plans) + len(gone), f"importing {path.name}") as advance:
+        revisions: dict[str, tuple[str, str]] = {}
+        for chunk in chunks:
+            revisions.update(run.write_artifacts(chunk))
+            advance(len(chunk))
+        run.relations(edges(document.records), {p.record.identity: p for p in plans})
+        for chunk in chunks:
+            run.write_claims(chunk, revisions)
             advance(len(chunk))
         run.gone(gone, claims, forget_missing)
         advance(len(gone))
-    run.relations(edges(document.records), {p.record.identity: p for p in plans})
     return summary
 
 
@@ -209,26 +216,25 @@ def _actor(fmt: str) -> str:
 
 
 class _Run:
-    """Carries out record plans in chunks: the artifacts' writes in batches, then their claims'."""
+    """Carries out record plans in chunks of batched writes: artifacts, relations, then claims."""
 
     def __init__(self, fmt: str, wire: _Wire, summary: ImportSummary) -> None:
         self.fmt, self.wire, self.summary = fmt, wire, summary
         self.artifacts: dict[str, str] = {}
         self.created: set[str] = set()
 
-    def records(self, plans: list[RecordPlan]) -> None:
-        revisions = self._artifacts(plans)
+    def write_claims(self, plans: list[RecordPlan], revisions: dict[str, tuple[str, str]]) -> None:
+        """The claims of a chunk of records, citing each record's current revision."""
         writes: list[Write] = []
         for plan in plans:
             revision = revisions.get(plan.record.identity)
             if revision is None:
                 self.summary.count("claims", "skipped", len(plan.record.observations))
                 continue
-            self.artifacts[plan.record.identity] = revision[0]
             writes += self._claim_writes(plan, *revision)
         self.wire.write_many("claims", writes)
 
-    def _artifacts(self, plans: list[RecordPlan]) -> dict[str, tuple[str, str]]:
+    def write_artifacts(self, plans: list[RecordPlan]) -> dict[str, tuple[str, str]]:
         """Each record's (artifact_id, revision_id) after its put or revise (or as stored)."""
         found: dict[str, tuple[str, str]] = {}
         writes: list[tuple[RecordPlan, Write]] = []
@@ -256,6 +262,7 @@ class _Run:
                 found[plan.record.identity] = (result["artifact_id"], result["revision_id"])
                 if write.op == "artifact.put":
                     self.created.add(plan.record.identity)
+        self.artifacts.update({identity: ids[0] for identity, ids in found.items()})
         return found
 
     def _claim_writes(self, plan: RecordPlan, artifact_id: str, revision_id: str) -> list[Write]:
@@ -306,10 +313,10 @@ class _Run:
                 self.summary.notes.append(f"relation {edge.source} -> {edge.target}: an endpoint was not imported")
                 continue
             action = plans[edge.source].action
-            if action in ("unchanged", "repair") and edge.target not in self.created:
+            if action == "unchanged" and edge.target not in self.created:
                 self.summary.count("relations", "unchanged")
                 continue
-            if action == "revise":
+            if action in ("revise", "repair"):
                 present = existing.setdefault(edge.source, self._outgoing(source))
                 metadata = present.get((target, edge.relation))
                 if metadata is not None:

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memoree.agents.import_formats import read_basic_memory, read_mcp_memory
 from memoree.agents.import_plan import StoredClaim, claim_changes, map_relation
 from tests.agent.conftest import Cli
@@ -254,3 +256,35 @@ class TestBasicMemoryImport:
         summary = cli.ok("import", "basic-memory", str(folder))
         assert (1, 3, 1, 7) == (summary["artifacts"]["revised"], summary["artifacts"]["unchanged"],
                                 summary["claims"]["revised"], summary["claims"]["unchanged"])
+
+
+class TestInterruptedImport:
+    @pytest.mark.parametrize(("dies_at", "relations_created"), [("relation.put", 1), ("claim.assert", 0)])
+    def test_an_import_cut_off_between_batches_is_completed_by_the_next_run(
+            self, tmp_path: Path, dies_at: str, relations_created: int) -> None:
+        """The process dies before the relations (or the claims) are sent: the next run writes exactly what is missing."""
+        from memoree.agents.caller import Sender
+        from memoree.agents.importers import import_source
+        from memoree.client.call import CallOptions
+
+        class DiesBeforeClaims(Sender):
+            def send_many(self, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                if any(d["op"] == dies_at for d in documents):
+                    raise KeyboardInterrupt  # stands in for the process being killed here
+                return super().send_many(documents)
+
+        source = save_graph(tmp_path / "memory.jsonl", [ALICE, ACME], [WORKS_AT])
+        options = CallOptions(in_process=True, data_dir=tmp_path / "data")
+        context = {"workspace_id": "wsp_cut", "project_id": "prj_cut", "pins": []}
+        try:
+            with DiesBeforeClaims(options, keep_open=True) as sender:
+                import_source("mcp-memory", source, sender, context=context, context_source="explicit")
+        except KeyboardInterrupt:
+            pass
+        with Sender(options, keep_open=True) as sender:
+            resumed = import_source("mcp-memory", source, sender, context=context, context_source="explicit").to_json()
+            again = import_source("mcp-memory", source, sender, context=context, context_source="explicit").to_json()
+        assert (2, 3, relations_created, 1 - relations_created) == (
+            resumed["artifacts"]["unchanged"], resumed["claims"]["created"], resumed["relations"]["created"],
+            resumed["relations"]["unchanged"])
+        assert (None, 3) == (again["commit_seq"], again["claims"]["unchanged"])
