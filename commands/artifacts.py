@@ -84,7 +84,7 @@ def prepare_put(inp: ArtifactPutInput) -> BlobRef:
     return decode_content(inp.content)
 
 
-def decide_put(inp: ArtifactPutInput, blob: BlobRef, ctx: DecideContext) -> list[Decision]:
+def decide_put(state: None, inp: ArtifactPutInput, blob: BlobRef, ctx: DecideContext) -> list[Decision]:
     artifact_id = ctx.new_id("art")
     return [Decision(artifact_id, 1, ArtifactCreated(
         artifact_id=artifact_id, revision_id=ctx.new_id("arev"), kind=inp.kind, title=inp.title,
@@ -166,7 +166,9 @@ def prepare_forget(inp: ArtifactForgetInput) -> None:
     check_optional_text("actor", inp.actor, limits.MAX_ACTOR_BYTES)
 
 
-def decide_forget(state: ArtifactState, inp: ArtifactForgetInput, ctx: DecideContext) -> list[Decision]:
+def decide_forget(
+    state: ArtifactState, inp: ArtifactForgetInput, prepared: None, ctx: DecideContext
+) -> list[Decision]:
     if state.status == "forgotten":
         raise InvalidRequest(f"artifact {state.artifact_id} has already been forgotten")
     return [Decision(state.artifact_id, state.stream_version + 1, ArtifactForgotten(

@@ -27,7 +27,7 @@ from memoree.inputs import (
 
 from .artifacts import _stale
 from .context import DecideContext, Decision
-from .state import ClaimState, RevisionSize
+from .state import ClaimReviseState, ClaimState, RevisionSize
 
 __all__ = [
     "decide_assert",
@@ -106,8 +106,8 @@ def validate_evidence(
 
 
 def decide_assert(
-    inp: ClaimAssertInput, prepared: PreparedAssert,
-    revisions: Mapping[tuple[str, str], RevisionSize], ctx: DecideContext,
+    revisions: Mapping[tuple[str, str], RevisionSize], inp: ClaimAssertInput,
+    prepared: PreparedAssert, ctx: DecideContext,
 ) -> list[Decision]:
     evidence = validate_evidence(inp.evidence, revisions)
     claim_id = ctx.new_id("clm")
@@ -128,17 +128,17 @@ def prepare_revise(inp: ClaimReviseInput) -> None:
 
 
 def decide_revise(
-    state: ClaimState, inp: ClaimReviseInput,
-    revisions: Mapping[tuple[str, str], RevisionSize], ctx: DecideContext,
+    state: ClaimReviseState, inp: ClaimReviseInput, prepared: None, ctx: DecideContext,
 ) -> list[Decision]:
-    evidence = validate_evidence(inp.evidence, revisions)
-    if inp.if_revision != state.head_revision_id:
-        raise _stale("claim", state.claim_id, state.head_revision_id, inp.if_revision)
-    if state.status in TERMINAL:
-        raise InvalidRequest(f"cannot revise {state.status} claim {state.claim_id}")
-    return [Decision(state.claim_id, state.stream_version + 1, ClaimRevised(
-        claim_id=state.claim_id, revision_id=ctx.new_id("crev"),
-        revision_number=state.head_revision_number + 1, previous_revision_id=state.head_revision_id,
+    evidence = validate_evidence(inp.evidence, state.revisions)
+    claim = state.claim
+    if inp.if_revision != claim.head_revision_id:
+        raise _stale("claim", claim.claim_id, claim.head_revision_id, inp.if_revision)
+    if claim.status in TERMINAL:
+        raise InvalidRequest(f"cannot revise {claim.status} claim {claim.claim_id}")
+    return [Decision(claim.claim_id, claim.stream_version + 1, ClaimRevised(
+        claim_id=claim.claim_id, revision_id=ctx.new_id("crev"),
+        revision_number=claim.head_revision_number + 1, previous_revision_id=claim.head_revision_id,
         statement=inp.statement, evidence=evidence, confidence=inp.confidence, actor=inp.actor,
     ))]
 
@@ -149,7 +149,9 @@ def prepare_retract(inp: ClaimRetractInput) -> None:
     check_optional_text("actor", inp.actor, limits.MAX_ACTOR_BYTES)
 
 
-def decide_retract(state: ClaimState, inp: ClaimRetractInput, ctx: DecideContext) -> list[Decision]:
+def decide_retract(
+    state: ClaimState, inp: ClaimRetractInput, prepared: None, ctx: DecideContext
+) -> list[Decision]:
     if state.status == "retracted":
         raise InvalidRequest(f"claim {state.claim_id} has already been retracted")
     return [Decision(state.claim_id, state.stream_version + 1, ClaimRetracted(

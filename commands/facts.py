@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, NamedTuple
 
 import msgspec
@@ -62,10 +63,13 @@ from memoree.factplane.identity import (
     check_band_name,
     emem_scope,
     fact_error,
+    manifest_source_versions,
 )
 from memoree.inputs import BandRegisterInput, FactAttestInput, check_optional_text, check_text
-from memoree.factplane.materializers import csv_sha256, parse_samples
+from memoree.factplane.materializers import REGISTRY, csv_sha256, parse_samples
 from memoree.projections.base import apply_events
+from memoree.projections.fact_results import band_result, existing_fact_result
+from memoree.projections.fact_rows import all_bands, load_band
 
 from .context import DecideContext, Decision
 from .relations import NoOp
@@ -77,6 +81,8 @@ __all__ = [
     "append_facts",
     "decide_attest",
     "decide_band_register",
+    "load_attest",
+    "load_band_state",
     "prepare_attest",
     "prepare_band",
     "sign_fact",
@@ -386,3 +392,24 @@ def append_facts(engine: Any, payloads: Sequence[FactAttested], *,
         apply_events(conn, handler.projectors, events)
         appended = [p.fact_cid for p in fresh]
     return appended
+
+
+# --- loading their state (the handler's I/O) -----------------------------------------------------
+
+
+def load_band_state(conn: Any, inp: BandRegisterInput, prepared: PreparedBand) -> BandState:
+    """The band as registered, built in or declared, and the recorded result of its registration."""
+    existing = load_band(conn, inp.band, REGISTRY.plugin_bands())
+    result = band_result(conn, inp.band) if existing is not None and existing.commit_seq else None
+    return BandState(existing=existing, existing_result=result)
+
+
+def load_attest(conn: Any, inp: FactAttestInput, prepared: PreparedAttest) -> AttestState:
+    """The band to attest in, the manifest's source versions, and a look-up of identical facts."""
+    declared = REGISTRY.plugin_bands()
+    bands = all_bands(conn, declared)
+    return AttestState(
+        band=load_band(conn, inp.band, declared),
+        source_versions=manifest_source_versions(bands.values(), REGISTRY.fn_keys()),
+        existing=partial(existing_fact_result, conn),
+    )

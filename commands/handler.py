@@ -12,7 +12,7 @@ recorded in the log's no-op table, pointing at the existing row's ``commit_seq``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,38 +21,59 @@ import msgspec
 from memoree.errors import IdempotencyConflict, InternalError, InvalidRequest, NotFound
 from memoree.eventlog.cas import ContentStore
 from memoree.eventlog.events import Scope, event_type_name
-from memoree.eventlog.store import NewEvent, StaleDecision
+from memoree.eventlog.keys import NodeKey
+from memoree.eventlog.scope import require_write_scope
+from memoree.eventlog.store import EventStore, NewEvent, RecordedEvent, StaleDecision
 from memoree.projections.base import Projector, apply_events
 from memoree.projections.idempotency import stored_result
-from memoree.projections.relations import find_edge
-from memoree.eventlog.scope import require_write_scope
 
-from . import artifacts, claims, purge, relations
+from . import artifacts, claims, facts, purge, relations
 from .context import DecideContext, Decision
-from .loaders import load_append_state, load_artifact, load_claim, load_purge_state, load_revision_sizes
+from .loaders import (
+    load_append_state,
+    load_cited_revisions,
+    load_claim_revision,
+    load_nothing,
+    load_purge,
+    load_relate,
+    load_target_artifact,
+    load_target_claim,
+)
 from .relations import NoOp
-from .state import BlobRef
 
 __all__ = ["COMMANDS", "Command", "CommandHandler", "Outcome"]
 
 STALE_RETRIES = 3
 
+CasEffect = Callable[[ContentStore, Sequence[RecordedEvent]], None]
+
+
+def anyone(state: Any, inp: Any, scope: Scope) -> None:
+    """For a command whose decider does every check itself."""
+
 
 @dataclass(frozen=True)
 class Command:
-    """How the handler runs one mutating op; every callable but ``load`` is pure."""
+    """How the handler runs one mutating op. ``prepare`` and ``decide`` are pure.
 
-    prepare: Callable[[Any], Any]
+    ``prepare(input)`` checks the input before any lock (``prepare(input, node_key)`` when the
+    command ``signs``); ``load(conn, input, prepared)`` reads the state; ``authorize(state, input,
+    scope)`` checks existence and write scope; ``decide(state, input, prepared, ctx)`` returns
+    the events, or a ``NoOp``. A command that ``stores_blob`` prepared a ``BlobRef`` to put in
+    the CAS. ``in_transaction`` runs on the CAS before the commit, ``after_commit`` after it.
+    """
+
+    prepare: Callable[..., Any]
     load: Callable[[Any, Any, Any], Any]
-    authorize: Callable[[Any, Any, Scope], None]
     decide: Callable[[Any, Any, Any, DecideContext], list[Decision] | NoOp]
-    blob: Callable[[Any], BlobRef | None] = lambda prepared: None
-    # Content that depends on stored bytes (``artifact.append``): read after the replay check,
-    # it replaces ``prepared`` for ``decide`` and ``blob``.
+    authorize: Callable[[Any, Any, Scope], None] = anyone
+    stores_blob: bool = False
+    signs: bool = False
+    # Content that depends on stored bytes (``artifact.append``): ``compose(cas, state, prepared)``
+    # runs after the replay check and its result replaces ``prepared`` for ``decide`` and the CAS.
     compose: Callable[[ContentStore, Any, Any], Any] | None = None
-    # Side effects on the CAS: ``in_transaction`` runs before the commit, ``after_commit`` after it.
-    in_transaction: Callable[[ContentStore, list[Any]], None] | None = None
-    after_commit: Callable[[ContentStore, list[Any]], None] | None = None
+    in_transaction: CasEffect | None = None
+    after_commit: CasEffect | None = None
 
 
 @dataclass(frozen=True)
@@ -62,106 +83,68 @@ class Outcome:
     replayed: bool
 
 
-def _nothing(*_: Any) -> None:
-    return None
-
-
-def _artifact_target(state: Any, inp: Any, scope: Scope) -> None:
+def writable_artifact(state: Any, inp: Any, scope: Scope) -> None:
+    """The artifact exists and ``scope`` may write it."""
     if state is None:
         raise NotFound(f"artifact {inp.artifact_id}")
     require_write_scope("artifact", state.artifact_id, state.owner, scope)
 
 
-def _claim_target(state: Any, inp: Any, scope: Scope) -> None:
+def writable_claim(state: Any, inp: Any, scope: Scope) -> None:
+    """The claim exists and ``scope`` may write it."""
     if state is None:
         raise NotFound(f"claim {inp.claim_id}")
     require_write_scope("claim", state.claim_id, state.owner, scope)
 
 
-def _append_bytes(cas: ContentStore, state: Any, appended: BlobRef) -> BlobRef:
+def writable_claim_revision(state: Any, inp: Any, scope: Scope) -> None:
+    writable_claim(state.claim if state is not None else None, inp, scope)
+
+
+def writable_purge(state: Any, inp: Any, scope: Scope) -> None:
+    writable_artifact(state.artifact if state is not None else None, inp, scope)
+
+
+def append_stored(cas: ContentStore, state: Any, appended: Any) -> Any:
+    """The appended revision's bytes: the current ones read from the CAS, then the new ones
+    (a forgotten artifact is refused first: purged bytes are gone)."""
     head = state.artifact
-    if head.status == "forgotten":  # checked before the bytes are read: a purged blob is gone
+    if head.status == "forgotten":
         raise InvalidRequest(f"artifact {head.artifact_id} has been forgotten and cannot be appended to")
     return artifacts.compose_append(cas.get(state.blob_hash, state.size_bytes), appended)
 
 
-def _evidence_pairs(inp: Any) -> list[tuple[str, str]]:
-    return [(loc.artifact_id, loc.revision_id) for loc in inp.evidence]
+def writable_append(state: Any, inp: Any, scope: Scope) -> None:
+    writable_artifact(state.artifact if state is not None else None, inp, scope)
 
 
-def _load_claim_and_evidence(conn: Any, inp: Any, _: Any) -> tuple[Any, Any]:
-    return load_claim(conn, inp.claim_id), load_revision_sizes(conn, _evidence_pairs(inp))
-
-
-def _load_endpoint(conn: Any, entity_type: str, entity_id: str) -> Any:
-    return load_artifact(conn, entity_id) if entity_type == "artifact" else load_claim(conn, entity_id)
-
-
-def _load_relate(conn: Any, inp: Any, _: Any) -> relations.RelateState:
-    return relations.RelateState(
-        source=_load_endpoint(conn, inp.source_type, inp.source_id),
-        target=_load_endpoint(conn, inp.target_type, inp.target_id),
-        existing=find_edge(conn, inp.source_type, inp.source_id, inp.relation, inp.target_type,
-                           inp.target_id),
-    )
-
-
-COMMANDS: dict[str, Command] = {
-    "artifact.put": Command(
-        prepare=artifacts.prepare_put, load=_nothing, authorize=_nothing,
-        decide=lambda state, inp, blob, ctx: artifacts.decide_put(inp, blob, ctx),
-        blob=lambda blob: blob,
-    ),
-    "artifact.revise": Command(
-        prepare=artifacts.prepare_revise,
-        load=lambda conn, inp, _: load_artifact(conn, inp.artifact_id),
-        authorize=_artifact_target,
-        decide=lambda state, inp, blob, ctx: artifacts.decide_revise(state, inp, blob, ctx),
-        blob=lambda blob: blob,
-    ),
-    "artifact.append": Command(
-        prepare=artifacts.prepare_append,
-        load=lambda conn, inp, _: load_append_state(conn, inp.artifact_id),
-        authorize=lambda state, inp, scope: _artifact_target(state.artifact if state else None, inp, scope),
-        decide=lambda state, inp, blob, ctx: artifacts.decide_append(state, inp, blob, ctx),
-        blob=lambda blob: blob,
-        compose=lambda cas, state, appended: _append_bytes(cas, state, appended),
-    ),
-    "artifact.forget": Command(
-        prepare=artifacts.prepare_forget,
-        load=lambda conn, inp, _: load_artifact(conn, inp.artifact_id),
-        authorize=_artifact_target,
-        decide=lambda state, inp, _, ctx: artifacts.decide_forget(state, inp, ctx),
-    ),
-    "claim.assert": Command(
-        prepare=claims.prepare_assert,
-        load=lambda conn, inp, _: load_revision_sizes(conn, _evidence_pairs(inp)),
-        authorize=_nothing,
-        decide=lambda sizes, inp, prepared, ctx: claims.decide_assert(inp, prepared, sizes, ctx),
-    ),
-    "claim.revise": Command(
-        prepare=claims.prepare_revise, load=_load_claim_and_evidence,
-        authorize=lambda state, inp, scope: _claim_target(state[0], inp, scope),
-        decide=lambda state, inp, _, ctx: claims.decide_revise(state[0], inp, state[1], ctx),
-    ),
-    "claim.retract": Command(
-        prepare=claims.prepare_retract,
-        load=lambda conn, inp, _: load_claim(conn, inp.claim_id),
-        authorize=_claim_target,
-        decide=lambda state, inp, _, ctx: claims.decide_retract(state, inp, ctx),
-    ),
-    "artifact.purge": Command(
-        prepare=purge.prepare_purge,
-        load=lambda conn, inp, _: load_purge_state(conn, inp.artifact_id),
-        authorize=lambda state, inp, scope: _artifact_target(state[0] if state else None, inp, scope),
-        decide=lambda state, inp, _, ctx: purge.decide_purge(state, inp, ctx),
-        in_transaction=lambda cas, events: [cas.erase_inline(d) for e in events for d in e.payload.blob_hashes],
-        after_commit=lambda cas, events: cas.finish_erasure([d for e in events for d in e.payload.blob_hashes]),
-    ),
-    "relation.put": Command(
-        prepare=relations.prepare_relate, load=_load_relate, authorize=relations.authorize_relate,
-        decide=lambda state, inp, _, ctx: relations.decide_relate(state, inp, ctx),
-    ),
+# One entry per mutating op; the op declarations (memoree.protocol.ops) name the same ops.
+COMMANDS: Mapping[str, Command] = {
+    "artifact.put": Command(prepare=artifacts.prepare_put, load=load_nothing,
+                            decide=artifacts.decide_put, stores_blob=True),
+    "artifact.revise": Command(prepare=artifacts.prepare_revise, load=load_target_artifact,
+                               authorize=writable_artifact, decide=artifacts.decide_revise,
+                               stores_blob=True),
+    "artifact.append": Command(prepare=artifacts.prepare_append, load=load_append_state,
+                               authorize=writable_append, decide=artifacts.decide_append,
+                               stores_blob=True, compose=append_stored),
+    "artifact.forget": Command(prepare=artifacts.prepare_forget, load=load_target_artifact,
+                               authorize=writable_artifact, decide=artifacts.decide_forget),
+    "claim.assert": Command(prepare=claims.prepare_assert, load=load_cited_revisions,
+                            decide=claims.decide_assert),
+    "claim.revise": Command(prepare=claims.prepare_revise, load=load_claim_revision,
+                            authorize=writable_claim_revision, decide=claims.decide_revise),
+    "claim.retract": Command(prepare=claims.prepare_retract, load=load_target_claim,
+                             authorize=writable_claim, decide=claims.decide_retract),
+    "artifact.purge": Command(prepare=purge.prepare_purge, load=load_purge, authorize=writable_purge,
+                              decide=purge.decide_purge, in_transaction=purge.erase_inline_blobs,
+                              after_commit=purge.finish_erasure),
+    "relation.put": Command(prepare=relations.prepare_relate, load=load_relate,
+                            authorize=relations.authorize_relate, decide=relations.decide_relate),
+    "band.register": Command(prepare=facts.prepare_band, load=facts.load_band_state,
+                             decide=facts.decide_band_register),
+    "fact.attest": Command(prepare=facts.prepare_attest, load=facts.load_attest, decide=facts.decide_attest,
+                           signs=True),
 }
 
 
@@ -170,21 +153,21 @@ class CommandHandler:
 
     def __init__(
         self,
-        log: Any,
+        log: EventStore,
         cas: ContentStore,
         projectors: Sequence[Projector],
         *,
         clock: Callable[[], str],
         new_id: Callable[[str], str],
+        node_key: Callable[[], NodeKey],
     ) -> None:
         self.log = log
         self.cas = cas
         self.projectors = list(projectors)
         self.clock = clock
         self.new_id = new_id
-        self.commands = dict(COMMANDS)
+        self.node_key = node_key
         self.deferred: list[Callable[[], object]] = []
-        self.lazy_commands: dict[str, Callable[[], None]] = {}
 
     def run_deferred(self) -> None:
         """Run side effects that must wait for the commit (the group's, under group commit)."""
@@ -205,10 +188,8 @@ class CommandHandler:
         host's catch-up and its append (``StaleDecision``), the attempt is rolled back and made
         again on the caught-up projections (the retry holds the append lock, so it cannot be stale).
         """
-        if op not in self.commands and op in self.lazy_commands:
-            self.lazy_commands.pop(op)()
-        command = self.commands[op]
-        prepared = command.prepare(inp)
+        command = COMMANDS[op]
+        prepared = command.prepare(inp, self.node_key()) if command.signs else command.prepare(inp)
         for attempt in range(STALE_RETRIES + 1):
             try:
                 return self._execute_once(op, command, inp, prepared, scope, idempotency_key, request_digest)
@@ -232,9 +213,8 @@ class CommandHandler:
             decisions = command.decide(state, inp, prepared, ctx)
             if isinstance(decisions, NoOp):
                 return self._record_noop(op, decisions, idempotency_key, request_digest, ctx.now)
-            blob = command.blob(prepared)
-            if blob is not None:
-                self.cas.put(blob.data, blob.blob_hash)
+            if command.stores_blob:
+                self.cas.put(prepared.data, prepared.blob_hash)
             events = self.log.append([
                 NewEvent(
                     type=event_type_name(d.payload), stream_id=d.stream_id,

@@ -71,7 +71,7 @@ def authorize_relate(state: RelateState, inp: RelationPutInput, ambient: Scope) 
 
 
 def decide_relate(
-    state: RelateState, inp: RelationPutInput, ctx: DecideContext
+    state: RelateState, inp: RelationPutInput, prepared: None, ctx: DecideContext
 ) -> list[Decision] | NoOp:
     source, target = _endpoints(state, inp)
     if inp.relation in LIFECYCLE_RELATIONS:

@@ -8,7 +8,7 @@ import msgspec
 
 from memoree.eventlog.events import Scope
 
-__all__ = ["AppendState", "ArtifactState", "BlobRef", "ClaimState", "RevisionSize"]
+__all__ = ["AppendState", "ArtifactState", "BlobRef", "ClaimReviseState", "ClaimState", "PurgeState", "RevisionSize"]
 
 
 class BlobRef(msgspec.Struct, frozen=True):
@@ -60,3 +60,20 @@ class RevisionSize(msgspec.Struct, frozen=True):
     artifact_id: str
     revision_id: str
     size_bytes: int
+
+
+class ClaimReviseState(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``claim.revise`` decides on: the claim and the revisions its new evidence cites."""
+
+    claim: ClaimState
+    revisions: dict[tuple[str, str], RevisionSize]
+
+
+class PurgeState(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``artifact.purge`` decides on: the artifact, its blobs, the blobs other live
+    artifacts share (kept), and whether it was purged already."""
+
+    artifact: ArtifactState
+    own_blobs: list[str]
+    shared_blobs: set[str]
+    already_purged: bool

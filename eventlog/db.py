@@ -2,8 +2,8 @@
 
 The stdlib ``sqlite3`` on our Debian machines links SQLite 3.40, which lacks the trigram
 tokenizer's ``remove_diacritics`` and FTS5 ``secure-delete``. ``pysqlite3`` (the
-``pysqlite3-binary`` wheel) bundles a current SQLite behind the same DB-API, and sqlite-utils
-picks it up by itself, so it is preferred when installed; the stdlib module is the fallback.
+``pysqlite3-binary`` wheel) bundles a current SQLite behind the same DB-API, so it is preferred
+when installed; the stdlib module is the fallback.
 """
 
 from __future__ import annotations

@@ -19,11 +19,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from memoree.errors import MemoreeError
 from memoree.eventlog.db import connect, sqlite3
-from memoree.eventlog.postgres import NOTIFY_CHANNEL, PostgresContentStore, PostgresEventStore, connect_pg
+from memoree.eventlog.postgres import (
+    NOTIFY_CHANNEL,
+    DriverError,
+    PostgresContentStore,
+    PostgresEventStore,
+    connect_pg,
+)
 from memoree.eventlog.replica import CATCH_UP_PAGE, REPLICA_SYNCHRONOUS, behind, catch_up
 from memoree.eventlog.store import EventSink
 
@@ -129,7 +133,7 @@ class Follower(threading.Thread):
 
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         if message != self.last_error:
-            expected = isinstance(exc, MemoreeError | psycopg.Error | sqlite3.Error)
+            expected = isinstance(exc, MemoreeError | DriverError | sqlite3.Error)
             logger().warning("shared_log_follow_failed", error=message,
                              exc_info=None if expected else exc)
         self.last_error = message

@@ -22,16 +22,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import psycopg
-from psycopg import errors as pg_errors
-
 from memoree.errors import (
     ConfigError,
     IdempotencyConflict,
     IntegrityError,
     InternalError,
     MemoreeError,
+    MissingExtra,
 )
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+except ImportError as exc:  # the driver is the optional extra memoree[postgres]
+    raise MissingExtra("postgres", "the shared PostgreSQL log (MEMOREE_LOG_URL, log migrate)") from exc
+
+DriverError = psycopg.Error  # the base of every driver error, for callers that log and carry on
 
 from .cas import ContentStore, digest_hex
 from .checkpoints import Checkpoint
@@ -47,6 +53,7 @@ from .store import (
 )
 
 __all__ = [
+    "DriverError",
     "NOTIFY_CHANNEL",
     "PG_SCHEMA",
     "PostgresContentStore",

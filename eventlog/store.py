@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
@@ -110,18 +110,32 @@ EventSink = Callable[[Any, Sequence["RecordedEvent"]], None]
 """Applies recorded events to a host's projections inside the caller's transaction."""
 
 
+@runtime_checkable
 class EventStore(Protocol):
+    """What the command handler and the engine need of a log: every backend the engine opens
+    (``SqliteEventStore``, ``SharedLog``) implements it, and the contract suite checks it."""
+
     def transaction(self) -> AbstractContextManager[Any]: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
 
     def append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]: ...
 
     def read(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]: ...
 
-    def read_raw(self, after: int = 0) -> Iterator[RawEvent]: ...
+    def read_raw(self, after: int = 0, limit: int | None = None) -> Iterator[RawEvent]: ...
 
     def head(self) -> LogHead: ...
 
     def find_idempotency_key(self, key: str) -> IdempotencyHit | None: ...
+
+    def record_noop(self, key: str, request_digest: str, operation: str, commit_seq: int,
+                    result_json: bytes, at: str) -> None: ...
+
+    def find_noop(self, key: str) -> tuple[str, str, int, bytes] | None: ...
+
+    def stream_version(self, stream_id: str) -> int: ...
 
 
 def paged_raw_events(fetch_page: Callable[[int, int], list[tuple[Any, ...]]], after: int,

@@ -15,6 +15,7 @@ driver in ``eventlog.sqlite``, the transport in ``memoree.service.service``), ne
     ├── IndexNotReady           INDEX_NOT_READY       exit 6  (retryable)
     ├── ScopeViolation          SCOPE_VIOLATION       exit 7
     ├── ConfigError             CONFIG_ERROR          exit 2
+    │   └── MissingExtra        CONFIG_ERROR          exit 2  (an optional extra is not installed)
     ├── ContentTooLarge         CONTENT_TOO_LARGE     exit 2
     ├── IntegrityError          INTEGRITY_ERROR       exit 1
     ├── UnsupportedVersion      UNSUPPORTED_VERSION   exit 2
@@ -40,6 +41,7 @@ __all__ = [
     "InternalError",
     "InvalidRequest",
     "MemoreeError",
+    "MissingExtra",
     "NoAmbientContext",
     "NotFound",
     "ReasonerError",
@@ -152,6 +154,16 @@ class ConfigError(MemoreeError):
     code = "CONFIG_ERROR"
     exit_code = 2
     prefix = "configuration error: "
+
+
+class MissingExtra(ConfigError):
+    """A configured feature needs an optional extra that is not installed (``memoree[NAME]``)."""
+
+    def __init__(self, extra: str, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs the optional extra memoree[{extra}], which is not installed",
+            details={"extra": extra}, hint=f"Install it: pip install 'memoree[{extra}]'.",
+        )
 
 
 class ContentTooLarge(MemoreeError):

@@ -1,5 +1,11 @@
 """Projections: tables derived from the event log, rebuilt by replaying it.
 
+Owns the projectors (entities, relations, conflicts, fts, keys, facts, idempotency), the runner
+that applies events and advances checkpoints in one transaction (``base``), blue/green rebuilds
+(``beside``), and the read records that both the write side and the read side use: how an
+artifact, claim, relation, band or fact row reads back (``records``, ``relations``,
+``fact_rows``, ``fact_results``). It imports the event log and the kernel only.
+
 ``sync_projectors()`` lists, in apply order, the projectors that run inside each mutation's
 transaction; the idempotency projector runs last because it records each mutation's result as
 the other projections show it.

@@ -56,6 +56,12 @@ def _artifact_forgotten_result(conn: Any, event: RecordedEvent) -> msgspec.Struc
                            retention_notice=RETENTION_NOTICE)
 
 
+def _artifact_purged_result(conn: Any, event: RecordedEvent) -> msgspec.Struct:
+    p = event.payload
+    return artifact_record(conn, p.artifact_id, p.revision_id, ArtifactMutationResult,
+                           commit_seq=event.commit_seq, created=True, physically_erased=True)
+
+
 def _claim_result(conn: Any, event: RecordedEvent) -> msgspec.Struct:
     return claim_record(conn, event.payload.claim_id, None, ClaimMutationResult,
                         commit_seq=event.commit_seq, created=True)
@@ -71,9 +77,7 @@ RESULT_BUILDERS: dict[str, ResultBuilder] = {
     "artifact.created": _artifact_revision_result,
     "artifact.revised": _artifact_revision_result,
     "artifact.forgotten": _artifact_forgotten_result,
-    "artifact.purged": lambda conn, event: artifact_record(
-        conn, event.payload.artifact_id, event.payload.revision_id, ArtifactMutationResult,
-        commit_seq=event.commit_seq, created=True, physically_erased=True),
+    "artifact.purged": _artifact_purged_result,
     "claim.asserted": _claim_result,
     "claim.revised": _claim_result,
     "claim.retracted": _claim_result,

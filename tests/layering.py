@@ -3,8 +3,9 @@
 Layers, bottom to top: the kernel (``memoree``'s own root modules that every layer may use, and
 the fact plane's pure vocabulary), ``eventlog``, ``projections``, then ``commands`` and
 ``queries`` side by side (neither imports the other), then the front door (every other module of
-``memoree``). A module may import its own layer or a lower one. Every import counts, including
-those inside functions, and the module graph must have no cycle.
+``memoree``). A module may import its own layer or a lower one. Every import that runs counts,
+including those inside functions (only ``if TYPE_CHECKING:`` blocks, which never run, are left
+out), and the module graph must have no cycle.
 """
 
 from __future__ import annotations
@@ -62,8 +63,21 @@ def read_sources(repo: Path = REPO) -> dict[str, str]:
     return sources
 
 
+def _is_type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _runtime_nodes(tree: ast.AST) -> Iterable[ast.AST]:
+    """Every node except those under ``if TYPE_CHECKING:``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child for child in ast.iter_child_nodes(node) if not _is_type_checking_block(child))
+
+
 def _imported_names(module: str, is_package: bool, tree: ast.AST) -> Iterable[str]:
-    for node in ast.walk(tree):
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -40,6 +40,14 @@ def test_commands_and_queries_may_not_import_each_other() -> None:
         "memoree.commands.planted (commands) imports memoree.queries.search (queries)"]
 
 
+def test_imports_only_for_type_checkers_do_not_count() -> None:
+    """An import under ``if TYPE_CHECKING:`` never runs, so it is not an edge of the graph."""
+    sources = read_sources()
+    sources["memoree.eventlog.planted"] = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from memoree.service.engine import Engine\n")
+    assert "memoree.service.engine" not in import_graph(sources)["memoree.eventlog.planted"]
+
+
 def test_a_planted_cycle_fails_the_check() -> None:
     """Two front-door modules importing each other (one lazily) form a reported cycle."""
     sources = read_sources()

@@ -2,8 +2,9 @@
 
 Tools: one per agent-facing op registered in ``OPS`` when the server starts, named after the op
 with ``_`` for ``.`` (``memory_recall``) because MCP clients restrict tool names. Each carries a
-title and behaviour hints (``memoree.agents.tool_catalog``), an input schema generated from the op's
-msgspec type with the root inlined, a description and the server's bounds on every parameter,
+title and behaviour hints (declared with the op in ``memoree.protocol.ops``), an input schema generated from the op's
+msgspec type with the root inlined, a description (declared, else ``memoree.agents.tool_catalog``)
+and the server's bounds on every parameter,
 and an output schema: the protocol's response envelope with that op's result type. A call is one
 ordinary protocol request sent the way ``memoree call`` sends it (the daemon by default, the
 in-process store with ``--in-process``); its envelope is the structured content, and the text
@@ -32,6 +33,7 @@ import copy
 import json
 import logging
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -41,7 +43,9 @@ import msgspec
 
 from memoree.client.call import CallOptions
 from memoree.agents.caller import Sender, canonical_json, derived_key, new_request
-from memoree.agents.tool_catalog import TITLES, annotations_for, bounds_for, describe_field
+from memoree.agents.tool_catalog import bounds_for, describe_field
+from memoree.protocol.documents import error_body, error_document
+from memoree.protocol.ops import OPS, OpSpec, mcp_ops
 
 __all__ = [
     "AGENT_OPS", "ToolSpec", "build_tools", "derived_tool_key", "input_schema", "output_schema",
@@ -56,41 +60,8 @@ NO_CONTEXT_HINT = ("Start the server with --project DIR (a folder with .memoree.
                    "makes one) or --context '{\"workspace_id\":...,\"project_id\":...}', set "
                    "MEMOREE_CONTEXT, or open a workspace root that has .memoree.toml.")
 
-# The ops an agent uses, in the order a tool list shows them, each with what it is for. An op
-# becomes a tool only if it is registered in OPS when the server starts.
-AGENT_OPS: dict[str, str] = {
-    "memory.recall": "Ask whether memory knows something: current claims with their exact evidence citations, and separate artifact references.",
-    "memory.retrieve": "Recall plus one bounded recovery step when recall finds little.",
-    "memory.probe": "List unqualified leads for a query (candidates to check, not answers).",
-    "search": "Ranked lexical search over artifacts and claims, with exact citations and currentness.",
-    "context.build": "Build a byte-bounded Markdown bundle of what memory holds about a query, with a manifest; its content is untrusted data.",
-    "citation.get": "Fetch the exact bytes a memoree://artifact/...#start-end citation names.",
-    "fact.recall": "Recall signed facts (emem) with receipts.",
-    "context.resolve": "Show the ambient workspace/project/task these tools act in.",
-    "artifact.list": "Browse stored artifacts in the ambient context, newest first, with a cursor; filter by exact title, kind or provenance fields.",
-    "claim.list": "Browse claims in the ambient context, newest first, with a cursor; filter by type, status, actor or the artifact they cite.",
-    "artifact.put": "Store evidence (a document, note or record) as a new artifact; keep the returned artifact_id and revision_id to cite it.",
-    "artifact.get": "Read an artifact (its current revision unless revision_id is given).",
-    "artifact.revise": "Add a new immutable revision to an artifact; if_revision must be the revision you read.",
-    "artifact.append": "Append bytes to an artifact: a new revision holding its current bytes followed by content; if_revision must be the revision you read.",
-    "artifact.history": "List an artifact's revisions, newest first.",
-    "artifact.forget": "Forget an artifact with a reason: retrieval stops finding it; its bytes stay readable by id and as evidence.",
-    "artifact.purge": "Erase an artifact's bytes for good (every revision, every index) with a reason; cannot be undone.",
-    "claim.assert": "Record one typed claim citing evidence: artifact_id, revision_id and a [start_byte, end_byte) span.",
-    "claim.get": "Read a claim (its current revision unless revision_id is given).",
-    "claim.revise": "Revise a claim; evidence and confidence are replaced, not merged; if_revision must be the revision you read.",
-    "claim.retract": "Retract a claim with a reason; its history stays.",
-    "claim.history": "List a claim's revisions, newest first.",
-    "relation.put": "Add one typed relation between artifacts or claims (for supersedes: source is the newer).",
-    "batch": "Run several mutations (artifact_put, claim_assert, ...) in one request and one transaction, each its own event and answered on its own (one refused item does not stop the others).",
-    "relation.list": "List relations one hop from an artifact or claim, newest first.",
-    "conflict.list": "List open contradictions between claims, newest first.",
-}
-
-_KEY_NOTE = (" Mutation: pass idempotency_key naming the logical change; without one, the key is "
-             "derived from the tool name and arguments, so an identical call replays the first "
-             "result (created=false) instead of writing twice.")
-
+# The ops an agent uses, in tool-list order, each with what it is for (from the op declarations).
+AGENT_OPS: dict[str, str] = {spec.name: spec.summary for spec in mcp_ops()}
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -125,30 +96,33 @@ class BatchToolInput(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     items: list[BatchToolItem]
 
 
-def build_tools(ops: dict[str, Any] | None = None) -> list[ToolSpec]:
-    """The tools for the agent ops registered in ``ops`` (default: the live registry)."""
-    if ops is None:
-        from memoree.protocol.ops import OPS as ops  # noqa: N811 - the registry, read at call time
+def build_tools(ops: Mapping[str, OpSpec] = OPS) -> list[ToolSpec]:
+    """The tools for the ops in ``ops`` (default: every declared op) whose declaration exposes them."""
     tools = []
-    for op, purpose in AGENT_OPS.items():
-        spec = ops.get(op)
-        if spec is None:
-            continue
-        # The batch tool takes {op, input} items and builds the complete requests the op wants.
-        mutating = spec.mutating or op == "batch"
+    for spec in mcp_ops(ops):
+        assert spec.mcp is not None
+        # The batch tool takes {op, input} items (and a key to derive theirs from) and builds the
+        # complete requests the op wants.
+        batch = spec.name == "batch"
+        hints = spec.mcp.hints
         tools.append(ToolSpec(
-            name=tool_name(op), op=op, mutating=mutating,
-            description=purpose + (_KEY_NOTE if mutating else ""),
-            input_schema=input_schema(BatchToolInput if op == "batch" else spec.input_type,
-                                      mutating=mutating, op=op),
-            title=TITLES.get(op, (op, ""))[0], annotations=annotations_for(op),
-            output_schema=output_schema(op)))
+            name=spec.tool_name, op=spec.name, mutating=spec.mutating, description=spec.tool_description,
+            input_schema=input_schema(BatchToolInput if batch else spec.input_type,
+                                      mutating=spec.mutating or batch, op=spec.name, params=spec.mcp.params),
+            title=spec.mcp.title,
+            annotations={"readOnlyHint": hints.read_only, "destructiveHint": hints.destructive,
+                         "idempotentHint": hints.idempotent, "openWorldHint": hints.open_world},
+            output_schema=output_schema(spec)))
     return tools
 
 
-def input_schema(input_type: Any, *, mutating: bool, op: str = "") -> dict[str, Any]:
-    """The op input's msgspec schema, root inlined, every parameter described and bounded."""
+def input_schema(input_type: Any, *, mutating: bool, op: str = "",
+                 params: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The op input's msgspec schema, root inlined, every parameter described (the declared
+    text first) and bounded as the server bounds it."""
     root, defs = _inlined(msgspec.json.schema(input_type))
+    for name, text in (params or {}).items():
+        root["properties"][name] = {**root["properties"][name], "description": text}
     if mutating:
         root.setdefault("properties", {})[IDEMPOTENCY_ARGUMENT] = {
             "type": "string", "description": ("Names the logical mutation; reuse it only for an exact retry. "
@@ -189,14 +163,14 @@ def _document(op: str, name: str, prop: dict[str, Any]) -> None:
         branch.update({k: v for k, v in bounds.items() if k in wanted})
 
 
-def output_schema(op: str) -> dict[str, Any]:
-    """The response envelope with the op's result type (structured content is the envelope)."""
-    from memoree.protocol.results import RESULT_TYPES
+def output_schema(spec: OpSpec) -> dict[str, Any]:
+    """The response envelope with the op's declared result type (structured content is the envelope)."""
+    from memoree.protocol.results import result_type
 
     result: dict[str, Any] = {"type": "object", "description": "The operation's result."}
     defs: dict[str, Any] = {}
-    if op in RESULT_TYPES:
-        result, defs = _inlined(msgspec.json.schema(RESULT_TYPES[op]))
+    if spec.result is not None:
+        result, defs = _inlined(msgspec.json.schema(result_type(spec.result)))
         result = {**result, "description": result.get("description") or "The operation's result."}
     schema: dict[str, Any] = {
         "type": "object",
@@ -228,7 +202,7 @@ def tool_request(tool: ToolSpec, arguments: dict[str, Any],
     """The protocol request a tool call sends; a bad ``idempotency_key`` raises ValueError."""
     payload = _text_shorthand(dict(arguments))
     key = None
-    if tool.mutating:
+    if tool.mutating or tool.op == "batch":
         key = payload.pop(IDEMPOTENCY_ARGUMENT, None)
         if key is None:
             key = derived_tool_key(tool.op, payload)
@@ -598,11 +572,8 @@ def server_instructions() -> str:
     preface = ("These tools are memoree protocol operations (`artifact_put` is `artifact.put`); "
                "each returns the protocol's JSON response envelope as structured content and a "
                "short summary as text.\n\n")
-    return preface + instructions("markdown")["content"]
+    return preface + instructions(OPS, "markdown")["content"]
 
 
 def _failure(message: str) -> dict[str, Any]:
-    return {"v": 1, "request_id": "req_mcp", "ok": False,
-            "error": {"code": "INVALID_REQUEST", "message": f"invalid request: {message}",
-                      "retryable": False, "details": None},
-            "warnings": []}
+    return error_document("req_mcp", error_body("INVALID_REQUEST", f"invalid request: {message}"))

@@ -1,11 +1,10 @@
-"""What an agent-facing tool says about itself: title, behaviour hints, parameter meanings, bounds.
+"""What an MCP tool's parameters mean and how far they go, where the op declaration says nothing.
 
-Data only, read by the MCP server (and foldable into the protocol's op declarations): each agent
-op has a human title and a behaviour class (``read``, ``write`` — additive, history kept — or
-``destroy`` — hides or erases what was stored); every input field has a description, by field
-name with per-op overrides, and the integer and string bounds the server enforces (from
-``memoree.limits`` and the query modules), so a generic client can build a valid call from the
-schema alone.
+Data only, read by the MCP server: titles and behaviour hints are declared with each op
+(``memoree.protocol.ops``), and so are parameter texts an op wants to word itself; every other
+input field gets a description here, by field name with per-op overrides, and the integer and
+string bounds the server enforces (from ``memoree.limits`` and the query modules), so a generic
+client can build a valid call from the schema alone.
 """
 
 from __future__ import annotations
@@ -14,45 +13,7 @@ from typing import Any
 
 from memoree import limits
 
-__all__ = ["BOUNDS", "DESCRIPTIONS", "OVERRIDES", "TITLES", "annotations_for", "describe_field"]
-
-TITLES: dict[str, tuple[str, str]] = {
-    # op: (title, behaviour)
-    "memory.recall": ("Recall what memory knows", "read"),
-    "memory.retrieve": ("Recall with one recovery step", "read"),
-    "memory.probe": ("Probe for leads", "read"),
-    "search": ("Search artifacts and claims", "read"),
-    "context.build": ("Build a context bundle", "read"),
-    "citation.get": ("Fetch cited bytes", "read"),
-    "fact.recall": ("Recall signed facts", "read"),
-    "context.resolve": ("Show the ambient context", "read"),
-    "artifact.list": ("Browse recent artifacts", "read"),
-    "claim.list": ("Browse claims", "read"),
-    "artifact.put": ("Store an artifact", "write"),
-    "artifact.get": ("Read an artifact", "read"),
-    "artifact.revise": ("Revise an artifact", "write"),
-    "artifact.append": ("Append to an artifact", "write"),
-    "artifact.history": ("List artifact revisions", "read"),
-    "artifact.forget": ("Forget an artifact", "destroy"),
-    "artifact.purge": ("Purge an artifact's bytes", "destroy"),
-    "claim.assert": ("Assert a claim", "write"),
-    "claim.get": ("Read a claim", "read"),
-    "claim.revise": ("Revise a claim", "write"),
-    "claim.retract": ("Retract a claim", "destroy"),
-    "claim.history": ("List claim revisions", "read"),
-    "relation.put": ("Relate two items", "write"),
-    "relation.list": ("List relations", "read"),
-    "conflict.list": ("List open conflicts", "read"),
-    "batch": ("Run several mutations at once", "destroy"),
-}
-
-
-def annotations_for(op: str) -> dict[str, bool]:
-    """MCP tool hints: every call is local (closed world) and replays when repeated."""
-    behaviour = TITLES.get(op, (op, "read"))[1]
-    return {"readOnlyHint": behaviour == "read", "destructiveHint": behaviour == "destroy",
-            "idempotentHint": True, "openWorldHint": False}
-
+__all__ = ["BOUNDS", "DESCRIPTIONS", "OVERRIDES", "bounds_for", "describe_field"]
 
 _HORIZON = ("Where to look: 'ambient' (default: this project, and this task if one is set), "
             "'workspace' or 'personal' (everything); a broader horizon needs a reason.")

@@ -9,7 +9,6 @@ are imported inside the command that needs them.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any, Optional
 
 import typer
 
-from memoree.errors import InvalidRequest, MemoreeError
+from memoree.errors import InvalidRequest
 
 __all__ = ["register"]
 
@@ -248,23 +247,9 @@ class _Commands:
     # -- output ------------------------------------------------------------------------------
 
     def _emit(self, work: Callable[[], dict[str, Any]]) -> None:
-        from memoree.ids import new_id
+        from memoree.cli.common import answer
 
-        request_id = new_id("req")
-        try:
-            result = work()
-        except MemoreeError as exc:
-            self._print({"v": 1, "request_id": request_id, "ok": False, "error": exc.to_body(), "warnings": []})
-            raise typer.Exit(exc.exit_code) from None
-        self._print({"v": 1, "request_id": request_id, "ok": True, "result": result, "warnings": []})
-
-    def _print(self, document: dict[str, Any]) -> None:
-        if self.options.pretty:
-            text = json.dumps(document, indent=2, ensure_ascii=False)
-        else:
-            text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        answer(work)
 
 
 def _freeze() -> tuple[dict[str, Any], str] | None:

@@ -17,6 +17,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: ``typing`` costs ~1.5 ms of imports on every call
     from typing import Any
 
+from memoree.protocol.documents import error_body, error_document
+
 __all__ = ["attach_context", "main"]
 
 USAGE = ("usage: memoree call [--pretty] [--endpoint EP] [--no-autostart] [--in-process] "
@@ -25,12 +27,8 @@ USAGE = ("usage: memoree call [--pretty] [--endpoint EP] [--no-autostart] [--in-
 
 def _error(request_id: str, code: str, message: str, exit_code: int,
            hint: str | None = None, retryable: bool = False) -> tuple[bytes, int]:
-    error: dict[str, Any] = {"code": code, "message": message, "retryable": retryable}
-    if hint:
-        error["hint"] = hint
-    error["details"] = None
-    envelope = {"v": 1, "request_id": request_id, "ok": False, "error": error, "warnings": []}
-    return json.dumps(envelope, separators=(",", ":")).encode(), exit_code
+    body = error_body(code, message, retryable=retryable, hint=hint)
+    return json.dumps(error_document(request_id, body), separators=(",", ":")).encode(), exit_code
 
 
 def attach_context(document: dict[str, Any]) -> tuple[dict[str, Any], bool]:

@@ -321,15 +321,34 @@ def _nearest(samples: list[Sample], lat: float, lng: float) -> tuple[Sample, flo
 class MaterializerRegistry:
     """Built-in materializers plus plugins; finds the one that serves a band."""
 
-    def __init__(self, materializers: Iterable[Any] = ()) -> None:
-        self._items: list[Any] = list(materializers)
-        self.plugin_errors: list[str] = []
+    def __init__(self, materializers: Iterable[Any] = (), *, with_plugins: bool = False) -> None:
+        self._list: list[Any] = list(materializers)
+        self._errors: list[str] = []
+        # Plugins load on first use, not on import: scanning entry points costs tens of
+        # milliseconds that a store opening for an unrelated op must not pay.
+        self._plugins_pending = with_plugins
+        self._lock = threading.Lock()
+
+    @property
+    def _items(self) -> list[Any]:
+        if self._plugins_pending:
+            with self._lock:
+                if self._plugins_pending:
+                    self._plugins_pending = False
+                    self.load_plugins()
+        return self._list
+
+    @property
+    def plugin_errors(self) -> list[str]:
+        """What went wrong loading each broken plugin (``name: error``)."""
+        self._items  # noqa: B018 - loads the plugins first
+        return self._errors
 
     def register(self, materializer: Any) -> None:
         self._items.insert(0, materializer)
 
     def unregister(self, materializer: Any) -> None:
-        self._items = [m for m in self._items if m is not materializer]
+        self._list = [m for m in self._items if m is not materializer]
 
     def for_band(self, band: Band) -> Any | None:
         return next((m for m in self._items if m.serves(band)), None)
@@ -358,13 +377,12 @@ class MaterializerRegistry:
             try:
                 self.register(entry.load()())
             except Exception as exc:  # a broken plugin must not take the responder down
-                self.plugin_errors.append(f"{entry.name}: {exc}")
+                self._errors.append(f"{entry.name}: {exc}")
 
 
 def default_registry() -> MaterializerRegistry:
-    registry = MaterializerRegistry([CellMaterializer(), CsvMaterializer()])
-    registry.load_plugins()
-    return registry
+    """The built-ins, plus every installed plugin (loaded when the registry is first used)."""
+    return MaterializerRegistry([CellMaterializer(), CsvMaterializer()], with_plugins=True)
 
 
 REGISTRY = default_registry()

@@ -83,10 +83,8 @@ class Engine:
             self.log, self.cas = self.shared, self.shared.cas
         self.keys = KeyRing(self.data_dir / "keys")
         self.projectors: list[Projector] = sync_projectors(self.cas)
-        self.handler = CommandHandler(self.log, self.cas, self.projectors, clock=clock, new_id=id_factory)
-        # band.register and fact.attest sign with the node key; their module loads on first use.
-        for op in ("band.register", "fact.attest"):
-            self.handler.lazy_commands[op] = self._install_fact_commands
+        self.handler = CommandHandler(self.log, self.cas, self.projectors, clock=clock, new_id=id_factory,
+                                      node_key=self.node_key)
         from memoree.eventlog.copies import scrub_dead_copies
 
         scrub_dead_copies(self.data_dir)  # scratch and staged copies a killed process left
@@ -96,11 +94,6 @@ class Engine:
             # catch-up subscription: the follower feeds projectors of its own, on its own connection
             self.shared.follow(projection_sink(self.projectors),
                                lambda cas: projection_sink(sync_projectors(cas)))
-
-    def _install_fact_commands(self) -> None:
-        from memoree.factplane.handlers import install
-
-        install(self)
 
     @property
     def db_path(self) -> Path:

@@ -1,94 +1,74 @@
-"""Read-side dispatch: which query answers each non-mutating op.
+"""The readers: one function per non-mutating op, each ``(service, request, input) -> result``.
 
-Each reader takes the request and its typed input and returns a result the envelope encodes.
-Modules that add ops later register their readers here too.
+The op declarations (``memoree.protocol.ops``) name the reader that serves each read; the service
+calls it with the decoded request and typed input and encodes what it returns. Each reader
+imports its query module when it first runs, so a call pays only for the op it serves (this
+module itself imports nothing heavy: the declarations import it on the ``memoree call`` path).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["install"]
+if TYPE_CHECKING:
+    from memoree.inputs import (
+        ArtifactGetInput,
+        ArtifactHistoryInput,
+        ArtifactListInput,
+        BackupCreateInput,
+        CitationGetInput,
+        ClaimGetInput,
+        ClaimHistoryInput,
+        ClaimListInput,
+        ConflictListInput,
+        ContextBuildInput,
+        FactRecallInput,
+        InstructionsInput,
+        ProbeInput,
+        RecallInput,
+        ReceiptVerifyInput,
+        RelationListInput,
+        RetrieveInput,
+        SearchInput,
+    )
+    from memoree.protocol.envelope import Request
+    from memoree.queries.search import ReadScope
+    from memoree.service.service import Service
+
+__all__ = [
+    "artifact_get", "artifact_history", "artifact_list", "backup_create", "band_list", "capabilities", "citation_get",
+    "claim_get", "claim_history", "claim_list", "conflict_list", "context_build", "context_resolve", "doctor",
+    "fact_identity", "fact_recall", "instructions", "memory_probe", "memory_recall", "memory_retrieve",
+    "batch", "read_scope", "receipt_verify", "relation_list", "schema", "search", "verify",
+]
 
 
-def _query(name: str) -> Any:
-    """A query module, imported on first use: each call pays only for the op it runs."""
-    return importlib.import_module(f"memoree.queries.{name}")
+# --- discovery and health -------------------------------------------------------------------------
 
 
-def _factops() -> Any:
-    return importlib.import_module("memoree.factplane.readers")
+def context_resolve(service: Service, request: Request, inp: Any) -> dict[str, Any]:
+    return {"resolved": True, "context": _resolved(request)}
 
 
-def install(service: Any) -> None:
-    """Register the built-in readers on a service."""
+def capabilities(service: Service, request: Request, inp: Any) -> dict[str, Any]:
     from memoree.service import discovery
 
-    engine = lambda: service.engine  # noqa: E731 - the store opens lazily, on first read
-    service.readers.update({
-        "context.resolve": lambda request, inp: {"resolved": True, "context": _resolved(request)},
-        "capabilities": lambda request, inp: discovery.capabilities(service),
-        "instructions": lambda request, inp: discovery.instructions(inp.format),
-        "schema": lambda request, inp: discovery.schema_bundle(),
-        "doctor": lambda request, inp: doctor(service),
-        "verify": lambda request, inp: _verify(service),
-        "backup.create": lambda request, inp: _backup(service, inp),
-        "batch": lambda request, inp: importlib.import_module("memoree.service.batch").run(service, inp),
-        "artifact.get": lambda request, inp: _query("entities").artifact_get(engine().conn, engine().cas, inp),
-        "artifact.history": lambda request, inp: _query("entities").artifact_history(engine().conn, inp),
-        "claim.get": lambda request, inp: _query("entities").claim_get(engine().conn, inp),
-        "claim.history": lambda request, inp: _query("entities").claim_history(engine().conn, inp),
-        "relation.list": lambda request, inp: _query("relations").relation_list(
-            engine().conn, request.context.scope(), request.context.pins, inp),
-        "conflict.list": lambda request, inp: _query("conflicts").conflict_list(
-            engine().conn, request.context.scope(), inp),
-        "search": lambda request, inp: _query("search").search(read_scope(engine(), request), inp),
-        "memory.recall": lambda request, inp: _query("recall").recall(read_scope(engine(), request), inp),
-        "context.build": lambda request, inp: _query("context_build").context_build(
-            read_scope(engine(), request), inp),
-        "memory.probe": lambda request, inp: _query("probe").probe(read_scope(engine(), request), inp),
-        "memory.retrieve": lambda request, inp: _query("retrieve").retrieve(read_scope(engine(), request), inp),
-        "citation.get": lambda request, inp: _query("citations").citation_get(engine().conn, engine().cas, inp),
-        "artifact.list": lambda request, inp: _query("browse").artifact_list(
-            engine().conn, request.context.scope(), inp),
-        "claim.list": lambda request, inp: _query("browse").claim_list(
-            engine().conn, request.context.scope(), inp),
-    })
-    service.readers.update({
-        "fact.recall": lambda request, inp: _factops().recall(engine(), inp),
-        "receipt.verify": lambda request, inp: _factops().verify_receipt(engine(), inp),
-        "fact.identity": lambda request, inp: _factops().identity(engine()),
-        "band.list": lambda request, inp: _factops().band_list(engine()),
-    })
+    return discovery.capabilities(service.ops, service)
 
 
-def read_scope(engine: Any, request: Any) -> Any:
-    """What a retrieval read needs: the store, the caller's context and pins, now, the log head."""
-    context = request.context
-    return _query("search").ReadScope(
-        conn=engine.conn, ambient=context.scope(), pins=tuple(context.pins),
-        now=engine.handler.clock(), head=engine.head(), cas=engine.cas,
-    )
+def instructions(service: Service, request: Request, inp: InstructionsInput) -> dict[str, Any]:
+    from memoree.service import discovery
+
+    return discovery.instructions(service.ops, inp.format)
 
 
-def _verify(service: Any) -> dict[str, Any]:
-    from memoree.admin.verify import verify
+def schema(service: Service, request: Request, inp: Any) -> dict[str, Any]:
+    from memoree.service import discovery
 
-    return verify(service.engine)
-
-
-def _backup(service: Any, inp: Any) -> dict[str, Any]:
-    from pathlib import Path
-
-    from memoree.admin import backup
-    from memoree.inputs import check_text
-
-    check_text("destination", inp.destination, 4096)
-    return backup.create(service.engine, Path(inp.destination))
+    return discovery.schema_bundle(service.ops)
 
 
-def doctor(service: Any) -> dict[str, Any]:
+def doctor(service: Service, request: Request, inp: Any) -> dict[str, Any]:
     """Health and identity: who serves, which store, how far the log and each projection are."""
     from memoree import __version__
     from memoree.eventlog.db import features
@@ -114,8 +94,171 @@ def doctor(service: Any) -> dict[str, Any]:
     }
 
 
-def _resolved(request: Any) -> dict[str, Any]:
-    ctx = request.context
+def batch(service: Service, request: Request, inp: Any) -> dict[str, Any]:
+    from memoree.service.batch import run
+
+    return run(service, inp)
+
+
+def verify(service: Service, request: Request, inp: Any) -> dict[str, Any]:
+    from memoree.admin.verify import verify as verify_store
+
+    return verify_store(service.engine)
+
+
+def backup_create(service: Service, request: Request, inp: BackupCreateInput) -> dict[str, Any]:
+    from pathlib import Path
+
+    from memoree.admin import backup
+    from memoree.inputs import check_text
+
+    check_text("destination", inp.destination, 4096)
+    return backup.create(service.engine, Path(inp.destination))
+
+
+# --- browsing --------------------------------------------------------------------------------------
+
+
+def artifact_list(service: Service, request: Request, inp: ArtifactListInput) -> Any:
+    from memoree.queries.browse import artifact_list as browse
+
+    return browse(service.engine.conn, request.context.scope(), inp)
+
+
+def claim_list(service: Service, request: Request, inp: ClaimListInput) -> Any:
+    from memoree.queries.browse import claim_list as browse
+
+    return browse(service.engine.conn, request.context.scope(), inp)
+
+
+# --- exact reads ----------------------------------------------------------------------------------
+
+
+def artifact_get(service: Service, request: Request, inp: ArtifactGetInput) -> Any:
+    from memoree.queries.entities import artifact_get as get
+
+    return get(service.engine.conn, service.engine.cas, inp)
+
+
+def artifact_history(service: Service, request: Request, inp: ArtifactHistoryInput) -> Any:
+    from memoree.queries.entities import artifact_history as history
+
+    return history(service.engine.conn, inp)
+
+
+def claim_get(service: Service, request: Request, inp: ClaimGetInput) -> Any:
+    from memoree.queries.entities import claim_get as get
+
+    return get(service.engine.conn, inp)
+
+
+def claim_history(service: Service, request: Request, inp: ClaimHistoryInput) -> Any:
+    from memoree.queries.entities import claim_history as history
+
+    return history(service.engine.conn, inp)
+
+
+def relation_list(service: Service, request: Request, inp: RelationListInput) -> Any:
+    from memoree.queries.relations import relation_list as listed
+
+    context = _context(request)
+    return listed(service.engine.conn, context.scope(), context.pins, inp)
+
+
+def conflict_list(service: Service, request: Request, inp: ConflictListInput) -> Any:
+    from memoree.queries.conflicts import conflict_list as listed
+
+    return listed(service.engine.conn, _context(request).scope(), inp)
+
+
+def citation_get(service: Service, request: Request, inp: CitationGetInput) -> Any:
+    from memoree.queries.citations import citation_get as get
+
+    return get(service.engine.conn, service.engine.cas, inp)
+
+
+# --- retrieval ------------------------------------------------------------------------------------
+
+
+def read_scope(engine: Any, request: Request) -> ReadScope:
+    """What a retrieval read needs: the store, the caller's context and pins, now, the log head."""
+    from memoree.queries.search import ReadScope
+
+    context = _context(request)
+    return ReadScope(
+        conn=engine.conn, ambient=context.scope(), pins=tuple(context.pins),
+        now=engine.handler.clock(), head=engine.head(), cas=engine.cas,
+    )
+
+
+def search(service: Service, request: Request, inp: SearchInput) -> Any:
+    from memoree.queries.search import search as run
+
+    return run(read_scope(service.engine, request), inp)
+
+
+def memory_recall(service: Service, request: Request, inp: RecallInput) -> Any:
+    from memoree.queries.recall import recall
+
+    return recall(read_scope(service.engine, request), inp)
+
+
+def context_build(service: Service, request: Request, inp: ContextBuildInput) -> Any:
+    from memoree.queries.context_build import context_build as build
+
+    return build(read_scope(service.engine, request), inp)
+
+
+def memory_probe(service: Service, request: Request, inp: ProbeInput) -> Any:
+    from memoree.queries.probe import probe
+
+    return probe(read_scope(service.engine, request), inp)
+
+
+def memory_retrieve(service: Service, request: Request, inp: RetrieveInput) -> Any:
+    from memoree.queries.retrieve import retrieve
+
+    return retrieve(read_scope(service.engine, request), inp)
+
+
+# --- the signed fact plane ------------------------------------------------------------------------
+
+
+def fact_recall(service: Service, request: Request, inp: FactRecallInput) -> Any:
+    from memoree.factplane import readers
+
+    return readers.recall(service.engine, inp)
+
+
+def receipt_verify(service: Service, request: Request, inp: ReceiptVerifyInput) -> Any:
+    from memoree.factplane import readers
+
+    return readers.verify_receipt(service.engine, inp)
+
+
+def fact_identity(service: Service, request: Request, inp: Any) -> Any:
+    from memoree.factplane import readers
+
+    return readers.identity(service.engine)
+
+
+def band_list(service: Service, request: Request, inp: Any) -> Any:
+    from memoree.factplane import readers
+
+    return readers.band_list(service.engine)
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+
+def _context(request: Request) -> Any:
+    """The attached context of an op that needs one (the service refused the request otherwise)."""
+    assert request.context is not None
+    return request.context
+
+
+def _resolved(request: Request) -> dict[str, Any]:
+    ctx = _context(request)
     document: dict[str, Any] = {"workspace_id": ctx.workspace_id, "project_id": ctx.project_id}
     if ctx.task_id is not None:
         document["task_id"] = ctx.task_id

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +58,9 @@ class Service:
         self._engine_options = engine_options
         self._engine: Any = None
         self._local = threading.local()  # a reader thread's ReadView (memoree.daemon.readpool), if any
-        self.readers: dict[str, Callable[[Any, Any], Any]] = {}
+        self.ops: Mapping[str, OpSpec] = OPS
         self.daemon_info: dict[str, Any] = {"running": False, "daemon_pid": None,
                                             "lifecycle_owner": "in_process"}
-        from memoree.service import readers as dispatch
-
-        dispatch.install(self)
 
     @property
     def engine(self) -> Any:
@@ -162,7 +159,8 @@ class Service:
             )
             return success_envelope(request.request_id, msgspec.Raw(outcome.result_json),
                                     context=context, commit_seq=outcome.commit_seq)
-        result = self.readers[spec.name](request, inp)
+        assert spec.reader is not None
+        result = spec.reader(self, request, inp)
         return success_envelope(request.request_id, result, context=context)
 
     def _validate_envelope(self, request: Request) -> OpSpec:
@@ -174,7 +172,7 @@ class Service:
                                          "supported_version": PROTOCOL_VERSION},
             )
         _bounded("request_id", request.request_id, limits.MAX_REQUEST_ID_BYTES)
-        spec = OPS.get(request.op)
+        spec = self.ops.get(request.op)
         if spec is None:
             raise InvalidRequest(f"unknown operation {request.op!r}; `capabilities` lists the operations")
         if request.context is not None:

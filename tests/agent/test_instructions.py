@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import msgspec
 
-from memoree.service import discovery
 from memoree.protocol.ops import OPS
-
-REGENERATE = "python -m memoree.service.discovery --write-skill"
+from memoree.service import discovery, skill
+from memoree.service.skill import REGENERATE
 
 
 class TestInstructions:
     def test_shipped_skill_equals_the_generated_instructions(self) -> None:
         """memoree/skill/SKILL.md is exactly the generated skill text (regenerate with the documented command)."""
-        shipped = discovery.SKILL_PATH.read_text("utf-8")
-        assert discovery.skill_markdown() == shipped, f"SKILL.md is stale; run: {REGENERATE}"
+        shipped = skill.SKILL_PATH.read_text("utf-8")
+        assert skill.skill_markdown() == shipped, f"SKILL.md is stale; run: {REGENERATE}"
         assert shipped.startswith("---\nname: memoree\n")
 
     def test_every_registered_op_is_listed_with_its_required_fields(self) -> None:
         """Each op in the registry has a line naming its required input fields, taken from its type."""
-        text = discovery.instructions("markdown")["content"]
+        text = discovery.instructions(OPS, "markdown")["content"]
         lines = {line.split("`")[1]: line for line in text.splitlines() if line.startswith("- `") and "input:" in line}
         assert set(OPS) == set(lines)
         for name, spec in OPS.items():
@@ -28,6 +27,6 @@ class TestInstructions:
 
     def test_caller_side_commands_are_not_operations(self) -> None:
         """remember, checkpoint, pending and the importers never appear among capabilities' operations."""
-        operations = {entry["operation"] for entry in discovery.capabilities()["operations"]}
+        operations = {entry["operation"] for entry in discovery.capabilities(OPS)["operations"]}
         assert not operations & {"remember", "checkpoint", "pending", "import", "mcp", "compiler"}
         assert set(OPS) == operations

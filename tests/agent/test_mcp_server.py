@@ -222,10 +222,12 @@ class TestMcpForHosts:
         assert [op.replace(".", "_") for op in AGENT_OPS if op in OPS] == [t.name for t in listed]
         for tool in listed:
             hints = tool.annotations
-            assert tool.title and hints.read_only_hint is not None and hints.destructive_hint is not None
-            assert hints.idempotent_hint is True and hints.open_world_hint is False
             op = next(op for op in AGENT_OPS if op.replace(".", "_") == tool.name)
-            assert hints.read_only_hint is not (OPS[op].mutating or OPS[op].side_effecting and op != "fact.recall"), tool.name
+            declared = OPS[op].mcp.hints
+            assert tool.title == OPS[op].mcp.title
+            assert (declared.read_only, declared.destructive, declared.idempotent, declared.open_world) == (
+                hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint), tool.name
+            assert not (OPS[op].mutating and hints.read_only_hint), tool.name
             assert {"v", "request_id", "ok"} == set(tool.output_schema["required"]), tool.name
             undescribed = [name for name, prop in properties(tool.input_schema) if not prop.get("description")]
             assert [] == undescribed, tool.name
@@ -348,5 +350,5 @@ def test_structured_content_matches_each_tools_output_schema(call: Any) -> None:
         "context.resolve": call.ok("context.resolve", {}),
     }
     for op, envelope in envelopes.items():
-        errors = [e.message for e in Draft202012Validator(output_schema(op)).iter_errors(envelope)]
+        errors = [e.message for e in Draft202012Validator(output_schema(OPS[op])).iter_errors(envelope)]
         assert [] == errors, op

@@ -42,7 +42,7 @@ class TestPut:
         """A put decides one artifact.created event on a new stream at version 1."""
         inp = ArtifactPutInput(kind="note", title="T", content=TextContentIn("hi"))
         blob = artifacts.prepare_put(inp)
-        [decision] = artifacts.decide_put(inp, blob, fixed_ctx())
+        [decision] = artifacts.decide_put(None, inp, blob, fixed_ctx())
         assert ("art_1", 1) == (decision.stream_id, decision.stream_version)
         assert ArtifactCreated(artifact_id="art_1", revision_id="arev_2", kind="note", title="T",
                                media_type="text/plain; charset=utf-8", blob_hash=blob.blob_hash,
@@ -101,7 +101,7 @@ class TestForget:
     def test_forget_records_reason_against_head(self) -> None:
         """Forget decides one tombstone event naming the head revision and the reason."""
         inp = ArtifactForgetInput(artifact_id="art_1", reason="obsolete")
-        [decision] = artifacts.decide_forget(state(), inp, fixed_ctx())
+        [decision] = artifacts.decide_forget(state(), inp, None, fixed_ctx())
         assert ArtifactForgotten(artifact_id="art_1", revision_id="arev_1", reason="obsolete") == decision.payload
 
     def test_forget_requires_a_reason(self) -> None:
@@ -112,4 +112,4 @@ class TestForget:
     def test_forgetting_twice_is_refused(self) -> None:
         """An already forgotten artifact cannot be forgotten again."""
         with pytest.raises(InvalidRequest):
-            artifacts.decide_forget(state(status="forgotten"), ArtifactForgetInput(artifact_id="art_1", reason="x"), fixed_ctx())
+            artifacts.decide_forget(state(status="forgotten"), ArtifactForgetInput(artifact_id="art_1", reason="x"), None, fixed_ctx())

@@ -105,7 +105,7 @@ class TestDecide:
 
     def test_a_new_edge_decides_relation_added_on_its_own_stream(self) -> None:
         """The relation gets a fresh id and stream version 1; metadata is kept as sent."""
-        [decision] = relations.decide_relate(both(), put(metadata={"why": "cited"}), fixed_ctx())
+        [decision] = relations.decide_relate(both(), put(metadata={"why": "cited"}), None, fixed_ctx())
         assert ("rel_1", 1) == (decision.stream_id, decision.stream_version)
         assert RelationAdded(relation_id="rel_1", source_type="claim", source_id="clm_a",
                              relation="supports", target_type="claim", target_id="clm_b",
@@ -114,7 +114,7 @@ class TestDecide:
     def test_artifacts_may_be_linked_by_non_lifecycle_relations(self) -> None:
         """derived_from, supports, references and duplicates accept artifacts."""
         state = both(artifact("art_a"), claim("clm_b"))
-        [decision] = relations.decide_relate(state, put("derived_from", source=("artifact", "art_a")), fixed_ctx())
+        [decision] = relations.decide_relate(state, put("derived_from", source=("artifact", "art_a")), None, fixed_ctx())
         assert "artifact" == decision.payload.source_type
 
     @pytest.mark.parametrize("relation", ["contradicts", "supersedes"])
@@ -123,7 +123,7 @@ class TestDecide:
         """contradicts and supersedes need a claim on both ends."""
         state = both(endpoint(kinds[0], "e1"), endpoint(kinds[1], "e2"))
         with pytest.raises(InvalidRequest):
-            relations.decide_relate(state, put(relation, source=(kinds[0], "e1"), target=(kinds[1], "e2")), fixed_ctx())
+            relations.decide_relate(state, put(relation, source=(kinds[0], "e1"), target=(kinds[1], "e2")), None, fixed_ctx())
 
     @pytest.mark.parametrize("relation", ["contradicts", "supersedes"])
     @pytest.mark.parametrize("status", ["retracted", "superseded"])
@@ -133,22 +133,22 @@ class TestDecide:
         state = both(claim("clm_a", status if side == "source" else "active"),
                      claim("clm_b", status if side == "target" else "active"))
         with pytest.raises(InvalidRequest):
-            relations.decide_relate(state, put(relation), fixed_ctx())
+            relations.decide_relate(state, put(relation), None, fixed_ctx())
 
     def test_a_conflicted_claim_may_be_superseded(self) -> None:
         """conflicted is a live status."""
         state = both(claim("clm_a"), claim("clm_b", "conflicted"))
-        assert relations.decide_relate(state, put("supersedes"), fixed_ctx())
+        assert relations.decide_relate(state, put("supersedes"), None, fixed_ctx())
 
     def test_other_relations_may_touch_terminal_claims(self) -> None:
         """Only contradicts and supersedes care about the lifecycle."""
         state = both(claim("clm_a", "retracted"), claim("clm_b", "superseded"))
-        assert relations.decide_relate(state, put("references"), fixed_ctx())
+        assert relations.decide_relate(state, put("references"), None, fixed_ctx())
 
     def test_decide_also_refuses_missing_endpoints(self) -> None:
         """Called on its own, the decider still answers NOT_FOUND for an absent endpoint."""
         with pytest.raises(NotFound):
-            relations.decide_relate(RelateState(source=claim("clm_a"), target=None), put(), fixed_ctx())
+            relations.decide_relate(RelateState(source=claim("clm_a"), target=None), put(), None, fixed_ctx())
 
 
 class TestIdenticalEdge:
@@ -157,7 +157,7 @@ class TestIdenticalEdge:
     def test_same_metadata_is_a_noop_pointing_at_the_existing_row(self) -> None:
         """The existing record comes back with created false and the row's commit_seq."""
         edge = existing_edge({"b": [1, 2], "a": 1})
-        decided = relations.decide_relate(both(existing=edge), put(metadata={"a": 1, "b": [1, 2]}), fixed_ctx())
+        decided = relations.decide_relate(both(existing=edge), put(metadata={"a": 1, "b": [1, 2]}), None, fixed_ctx())
         assert isinstance(decided, NoOp)
         assert 7 == decided.commit_seq
         assert isinstance(decided.result, RelationMutationResult)
@@ -167,10 +167,10 @@ class TestIdenticalEdge:
     def test_different_metadata_is_invalid(self, metadata: dict) -> None:
         """Metadata differing in any value (even 1 versus 1.0 or true) is INVALID_REQUEST."""
         with pytest.raises(InvalidRequest):
-            relations.decide_relate(both(existing=existing_edge({"a": 1})), put(metadata=metadata), fixed_ctx())
+            relations.decide_relate(both(existing=existing_edge({"a": 1})), put(metadata=metadata), None, fixed_ctx())
 
     def test_an_identical_edge_wins_over_a_later_terminal_state(self) -> None:
         """Re-putting an existing supersedes edge returns it, though its target is now superseded."""
         edge = existing_edge({}, "supersedes")
         state = both(claim("clm_a"), claim("clm_b", "superseded"), existing=edge)
-        assert isinstance(relations.decide_relate(state, put("supersedes"), fixed_ctx()), NoOp)
+        assert isinstance(relations.decide_relate(state, put("supersedes"), None, fixed_ctx()), NoOp)

@@ -16,7 +16,7 @@ import pytest
 
 from memoree.eventlog.codec import GENESIS_HASH, chain_hash
 from memoree.eventlog.events import ArtifactForgotten, Scope
-from memoree.eventlog.store import NewEvent, StreamVersionConflict, first_chain_break
+from memoree.eventlog.store import EventStore, NewEvent, StreamVersionConflict, first_chain_break
 from memoree.errors import IdempotencyConflict
 
 SCOPE = Scope("wsp", "prj")
@@ -47,6 +47,10 @@ class EventStoreContract:
         raise NotImplementedError
 
     writer_process_target: Any = None
+
+    def test_the_store_implements_the_event_store_interface(self, tmp_path: Path) -> None:
+        """The backend offers every method of ``EventStore`` the command handler and engine call."""
+        assert isinstance(self.make_store(tmp_path), EventStore)
 
     def test_empty_store_has_head_zero(self, tmp_path: Path) -> None:
         """A new store's head is position 0 with the genesis hash."""
