@@ -383,7 +383,11 @@ def append_facts(engine: Any, payloads: Sequence[FactAttested], *,
         return appended
     with handler.log.transaction() as conn:
         at = handler.clock()
-        fresh = [p for p in payloads if still_missing(conn, p)]
+        # A fact with this cid may exist already (another scope's recall signed the same fact in
+        # the same second): the log keeps one, and this recall does not fail on it.
+        fresh = [p for p in payloads if still_missing(conn, p)
+                 and not handler.log.stream_version(fact_stream(p.fact_cid))]
+        fresh = list({p.fact_cid: p for p in fresh}.values())
         events = handler.log.append([
             NewEvent(type="fact.attested", stream_id=fact_stream(p.fact_cid), stream_version=1,
                      payload=p, event_id=handler.new_id("evt"), at=at)

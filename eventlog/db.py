@@ -62,8 +62,9 @@ def open_throwaway(path: str | os.PathLike[str], *, cache_kib: int = 262_144) ->
 
 
 def create_private(path: str | os.PathLike[str]) -> None:
-    """Create ``path`` empty with mode 0600 unless it exists (SQLite would use the umask)."""
-    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    """Create ``path`` empty with mode 0600 unless it exists (SQLite would use the umask); a
+    symbolic link there is refused (ELOOP), never followed."""
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
 
 
 class Features:

@@ -108,9 +108,9 @@ class KeyRing:
         # Written whole under a temporary name and linked into place, so the seed file never
         # exists torn: a failed write leaves only the temporary file, removed here.
         seed = os.urandom(32)
-        tmp = self.folder / f".{path.name}.{os.getpid()}.tmp"
+        tmp = self.folder / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(seed)
                 handle.flush()

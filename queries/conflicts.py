@@ -1,6 +1,8 @@
 """``conflict.list``: the actionable queue of open (optionally stale) conflict cases.
 
-Cases are visible when their contradiction relation's context is visible at the horizon; pages
+Cases are visible when their contradiction relation's context, and both claims' own contexts, are
+visible at the horizon (a project-level relation between a task's claims shows nothing of a
+sibling task's claim, as search, recall and context.build show nothing of it); pages
 are newest-first by ``case_sequence`` with an exclusive ``before_case_sequence`` cursor. Each side
 shows the frozen revision and the claim's current one (both with the claim's current lifecycle),
 and whether they are still the same revision. Resolved cases are never listed.
@@ -68,6 +70,7 @@ _CASE_SQL = (
     "c.source_revision_id, c.target_claim_id, c.target_revision_id, c.opened_at, c.updated_at, "
     "c.state_reason, c.opened_commit_seq, r.metadata_json, r.workspace_id, r.project_id, "
     "r.task_id, r.component FROM conflict_cases c JOIN relations r ON r.id = c.relation_id "
+    "JOIN claims cs ON cs.id = c.source_claim_id JOIN claims ct ON ct.id = c.target_claim_id "
 )
 
 
@@ -76,7 +79,10 @@ def conflict_list(conn: Any, ambient: Scope, inp: ConflictListInput) -> Conflict
     limit = check_limit("limit", inp.limit, limits.MAX_CONFLICT_LIST_ITEMS)
     before = check_cursor("before_case_sequence", inp.before_case_sequence)
     states = ("open", "stale") if inp.include_stale else ("open",)
-    scope_sql, scope_params = horizon_filter("r", ambient, inp.horizon)
+    scope_sql, scope_params = "", ()
+    for alias in ("r", "cs", "ct"):
+        sql, params = horizon_filter(alias, ambient, inp.horizon)
+        scope_sql, scope_params = scope_sql + sql, scope_params + params
     rows = conn.execute(
         _CASE_SQL + f"WHERE c.state IN ({','.join('?' * len(states))}){scope_sql} "
         "AND c.case_sequence < ? ORDER BY c.case_sequence DESC LIMIT ?",

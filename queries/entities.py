@@ -24,6 +24,7 @@ from memoree.inputs import (
     check_limit,
 )
 
+from memoree.queries.paging import fit_by_bytes
 from memoree.projections.records import (
     ArtifactRecord,
     ClaimRecord,
@@ -108,6 +109,10 @@ def claim_history(conn: Any, inp: ClaimHistoryInput) -> ClaimHistory:
         conn, "WHERE c.id = ? AND r.revision_number < ? ORDER BY r.revision_number DESC LIMIT ?",
         (inp.claim_id, before, limit + 1),
     )
-    items = [claim_from_row(row) for row in rows[:limit]]
-    truncated = len(rows) > limit
+    # Paged by bytes too (like relation.list): at the default limit, claims with 128 KiB
+    # statements and 128 evidence items each would not fit in one frame.
+    items, truncated = fit_by_bytes(rows, limit, MAX_HISTORY_PAGE_BYTES, claim_from_row)
     return ClaimHistory(items, truncated, items[-1].revision_number if truncated else None)
+
+
+MAX_HISTORY_PAGE_BYTES = 8 * limits.MIB

@@ -18,6 +18,7 @@ from memoree.errors import NotFound, ScopeViolation
 from memoree.eventlog.events import Scope
 from memoree.inputs import RelationListInput, check_cursor, check_id, check_limit, check_reason
 from memoree.eventlog.scope import describe, visible_at
+from memoree.queries.paging import fit_by_bytes
 
 from memoree.projections.relations import (
     RELATION_COLUMNS,
@@ -93,7 +94,7 @@ def relation_list(
     before = check_cursor("before_commit_seq", inp.before_commit_seq)
     _check_anchor(conn, ambient, pins, inp)
     rows = _page_rows(conn, ambient, inp, limit, before if before is not None else _NEWEST)
-    items, truncated = _fit_page(rows, limit, MAX_RELATION_PAGE_BYTES)
+    items, truncated = fit_by_bytes(rows, limit, MAX_RELATION_PAGE_BYTES, relation_from_row)
     return RelationList(
         entity_type=inp.entity_type, entity_id=inp.entity_id, direction=inp.direction,
         relation=inp.relation, horizon=inp.horizon, relations=items, truncated=truncated,
@@ -143,18 +144,3 @@ def _page_rows(conn: Any, ambient: Scope, inp: RelationListInput, limit: int,
     sql = (f"SELECT {RELATION_COLUMNS} FROM relations r WHERE {where}{scope_sql} "
            "AND r.relation_commit_seq < ? ORDER BY r.relation_commit_seq DESC LIMIT ?")
     return conn.execute(sql, (*params, *scope_params, before, limit + 1)).fetchall()
-
-
-def _fit_page(
-    rows: list[tuple[Any, ...]], limit: int, max_bytes: int
-) -> tuple[list[RelationRecord], bool]:
-    items: list[RelationRecord] = []
-    used = 0
-    for row in rows[:limit]:
-        item = relation_from_row(row)
-        size = len(msgspec.json.encode(item)) + 1
-        if items and used + size > max_bytes:
-            return items, True
-        items.append(item)
-        used += size
-    return items, len(rows) > limit

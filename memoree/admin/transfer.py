@@ -69,14 +69,24 @@ def export(engine: Any, output: Path, blobs_dir: Path | None = None) -> dict[str
         os.fsync(handle.fileno())
     os.replace(tmp_name, output)
     copied = _copy_blobs(engine, blobs_dir) if blobs_dir else 0
-    return {"output": str(output), "events": events, "checkpoints": len(checkpoints), "noops": len(noops),
-            "blobs_dir": str(blobs_dir) if blobs_dir else None, "copied_blobs": copied}
+    result = {"output": str(output), "events": events, "checkpoints": len(checkpoints), "noops": len(noops),
+              "blobs_dir": str(blobs_dir) if blobs_dir else None, "copied_blobs": copied,
+              "referenced_blobs": len(_referenced_blobs(engine))}
+    if blobs_dir is None and result["referenced_blobs"]:
+        result["warning"] = (f"the log references {result['referenced_blobs']} blobs that are not in this "
+                             "file: to rebuild a store from it, export with --blobs DIR too")
+    return result
 
 
 def _referenced_blobs(engine: Any) -> dict[str, int]:
+    return _live_blobs(engine.log.read())
+
+
+def _live_blobs(events: Any) -> dict[str, int]:
+    """The blobs a sequence of (decoded) events references and did not purge, with their sizes."""
     blobs: dict[str, int] = {}
     purged: set[str] = set()
-    for event in engine.log.read():
+    for event in events:
         p = event.payload
         if event.type in ("artifact.created", "artifact.revised"):
             blobs[p.blob_hash] = p.size_bytes
@@ -142,6 +152,8 @@ def _build(export_path: Path, staging: Path, blobs_dir: Path | None) -> dict[str
     if brk is not None:
         raise IntegrityError(f"the export's log breaks at commit_seq {brk.commit_seq}: {brk.problem}",
                              details={"commit_seq": brk.commit_seq})
+    if blobs_dir is None:
+        _require_no_blobs(events)
     db_path = staging / "memoree.sqlite3"
     create_private(db_path)
     conn = connect(db_path)
@@ -171,6 +183,22 @@ def _build(export_path: Path, staging: Path, blobs_dir: Path | None) -> dict[str
                              details={"issues": report["issues"]})
     return {"events": len(events), "last_commit_seq": report["last_commit_seq"],
             "checkpoints": report["checked_checkpoints"], "verify": {"ok": True, "unsealed_events": report["unsealed_events"]}}
+
+
+def _require_no_blobs(events: list[RawEvent]) -> None:
+    """Refuse, before building anything, an import whose artifacts' bytes are not in the export."""
+    from types import SimpleNamespace
+
+    from memoree.eventlog.codec import decode_envelope, decode_payload
+
+    decoded = (SimpleNamespace(type=raw.type, payload=decode_payload(decode_envelope(raw.data)))
+               for raw in events if raw.type in ("artifact.created", "artifact.revised", "artifact.purged"))
+    needed = _live_blobs(decoded)
+    if needed:
+        raise InvalidRequest(
+            f"this export's artifacts reference {len(needed)} blobs, and the export holds events only",
+            hint="Export with `memoree log export --output FILE --blobs DIR` and import with "
+                 "`memoree log import FILE --data-dir NEW --blobs DIR`.")
 
 
 def _insert_events(conn: Any, events: list[RawEvent]) -> None:

@@ -228,9 +228,7 @@ def _without_section(text: str, name: str) -> str:
 
 
 def _write_private(path: Path, text: str) -> None:
+    from memoree.client.paths import write_private
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(scratch, path)
+    write_private(path, text)

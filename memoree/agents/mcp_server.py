@@ -30,6 +30,7 @@ this module only by the ``mcp`` command, so ``memoree call`` never pays for it.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import logging
 import sys
@@ -372,6 +373,7 @@ def run(options: CallOptions, *, project: Path | None = None, context_json: str 
 
 
 async def _serve(sender: Sender, ambient: AmbientSource) -> None:
+    import anyio
     import mcp.types as types
     from mcp.server.lowlevel import Server
     from mcp.server.stdio import stdio_server
@@ -394,7 +396,8 @@ async def _serve(sender: Sender, ambient: AmbientSource) -> None:
         on_list_resources=handlers.list_resources, on_list_resource_templates=handlers.list_templates,
         on_read_resource=handlers.read_resource, on_list_prompts=handlers.list_prompts,
         on_get_prompt=handlers.get_prompt)
-    async with stdio_server() as (read_stream, write_stream):
+    stdin = _StrictStdin(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
@@ -455,7 +458,9 @@ class _Handlers:
 
         tool = self.tools.get(params.name)
         context = await self._context(ctx)
-        if tool is None:
+        if params.name == REFUSED_TOOL:  # a tools/call line with a repeated key (_StrictStdin)
+            envelope = _refusal_envelope(str((params.arguments or {}).get("message", "")))
+        elif tool is None:
             envelope = _failure(f"unknown tool {params.name!r}; list_tools shows the available ones")
         else:
             envelope = await anyio.to_thread.run_sync(self._answer, tool, params.arguments or {}, context)
@@ -563,6 +568,49 @@ def _recent_markdown(envelope: dict[str, Any]) -> str:
     lines += [f"- {a['title']} — `{a['artifact_id']}` revision {a['revision_number']} ({a['kind']}, "
               f"{a['revision_created_at']})" for a in items]
     return "\n".join(lines if items else [*lines, "Nothing stored here yet."]) + "\n"
+
+
+# --- strict JSON on the wire: a line whose objects repeat a key is refused, never "last wins" ------
+
+REFUSED_TOOL = "memoree.refused_request"
+
+
+class _StrictStdin:
+    """The SDK's stdin, line by line, with each line holding a repeated JSON key replaced before
+    the SDK parses it: a ``tools/call`` becomes a call of ``REFUSED_TOOL`` (answered with an
+    INVALID_REQUEST envelope under the same id), any other request an unknown method (answered by
+    the SDK with a JSON-RPC error under the same id)."""
+
+    def __init__(self, lines: Any) -> None:
+        self.lines = lines
+
+    def __aiter__(self) -> Any:
+        return self._strict()
+
+    async def _strict(self) -> Any:
+        async for line in self.lines:
+            yield _strict_line(line)
+
+
+def _strict_line(line: str) -> str:
+    from memoree.protocol.strictjson import duplicate_key
+
+    repeated = duplicate_key(line)
+    if repeated is None:
+        return line
+    document = json.loads(line)
+    if not isinstance(document, dict):
+        return line
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": "memoree/refused_duplicate_keys"}
+    if "id" in document:
+        message["id"] = document["id"]
+    if document.get("method") == "tools/call":
+        message.update(method="tools/call", params={"name": REFUSED_TOOL, "arguments": {"message": repeated}})
+    return json.dumps(message) + "\n"
+
+
+def _refusal_envelope(message: str) -> dict[str, Any]:
+    return _failure(message)
 
 
 def server_instructions() -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,22 +148,23 @@ def _note_path(folder: Path, session: str) -> Path:
 
 
 def _private_dir(folder: Path) -> Path:
+    """The quarantine folder, created 0700, or an existing one of this user's (another user's
+    folder, or a link, is refused: ``memoree.client.paths.private_dir``)."""
+    from memoree.client.paths import ForeignPath, private_dir
+
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         raise InvalidRequest(f"quarantine {folder} is not a directory")
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if stat.S_IMODE(folder.stat().st_mode) != 0o700:
-        os.chmod(folder, 0o700)
+    try:
+        private_dir(folder, "quarantine")
+    except ForeignPath as exc:
+        raise InvalidRequest(str(exc)) from None
     return folder
 
 
 def _write_private(path: Path, text: str) -> None:
-    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(scratch, path)
+    from memoree.client.paths import write_private
+
+    write_private(path, text)
 
 
 def _load(path: Path) -> Note | None:

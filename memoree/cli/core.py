@@ -51,11 +51,10 @@ def init(
     workspace_id = workspace or new_id("wsp")
     project_id = new_id("prj")
     project_name = name or folder.name
-    text = (
-        "# memoree project marker: commands run below this folder share this context.\n"
-        f"schema = 1\nworkspace_id = {json.dumps(workspace_id)}\nproject_id = {json.dumps(project_id)}\n"
-        f"name = {json.dumps(project_name)}\npins = []\n"
-    )
+    import tomli_w  # a TOML writer: JSON string escapes (surrogate pairs) are not TOML
+
+    text = "# memoree project marker: commands run below this folder share this context.\n" + tomli_w.dumps(
+        {"schema": 1, "workspace_id": workspace_id, "project_id": project_id, "name": project_name, "pins": []})
     try:
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 __all__ = ["ForeignPath", "config_file", "create_exclusive", "data_dir", "open_append_private",
-           "private_dir", "runtime_dir", "socket_path"]
+           "private_dir", "runtime_dir", "socket_path", "write_private"]
 
 _APP, _AUTHOR = "memoree", "dev"
 
@@ -135,3 +135,21 @@ def open_append_private(path: str | os.PathLike[str]) -> int:
         os.close(fd)
         raise ForeignPath(f"{path} is owned by uid {st.st_uid} or hard-linked elsewhere; refusing to write to it")
     return fd
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically: a new 0600 temporary file (``O_EXCL`` and
+    ``O_NOFOLLOW``, a random name, so a planted file or link is never written through), synced,
+    then renamed into place."""
+    import secrets
+
+    scratch = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = create_exclusive(scratch)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(scratch, path)
+    finally:
+        scratch.unlink(missing_ok=True)

@@ -145,13 +145,13 @@ class ReaderPool:
                 view.close()
 
     def _answer_through(self, view: ReadView, raw: bytes) -> bytes:
-        from memoree.daemon.server import _op_of
+        from memoree.daemon.replies import op_of
 
-        if _op_of(raw) in OWN_SNAPSHOT_OPS:
+        if op_of(raw) in OWN_SNAPSHOT_OPS:
             return self.service.reading_through(view, lambda: self.answer(raw))
         return self.service.reading_through(view, lambda: view.snapshot(lambda: self.answer(raw)))
 
     def answer_failure(self, raw: bytes, exc: BaseException) -> bytes:
-        from memoree.daemon.server import failure_reply
+        from memoree.daemon.replies import failure_reply
 
         return failure_reply(raw, exc)

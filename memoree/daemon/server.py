@@ -38,38 +38,30 @@ from memoree import __version__, limits
 from memoree.client.transport import Endpoint
 from memoree.errors import (
     ConfigError,
-    ContentTooLarge,
     DiskFull,
     InternalError,
-    InvalidRequest,
     MemoreeError,
     TransportError,
     Unauthorized,
 )
 from memoree.hosts import is_loopback
 from memoree.daemon.listener import Listener, Peer
-from memoree.protocol.envelope import error_envelope
+from memoree.daemon.replies import (
+    Admission,
+    admission_decoder,
+    destination_decoder,
+    failure_reply,
+    op_of,
+    too_large,
+    with_request_id,
+)
 
-__all__ = ["Daemon", "failure_reply", "serve"]
+__all__ = ["Daemon", "serve"]
 
 MAX_GROUP = 64
 LISTEN_BACKLOG = 512
 # Request bodies being read at once: as many maximum-size frames as the protocol's concurrency.
 MAX_BUFFERED_BYTES = limits.MAX_CONCURRENT_CONNECTIONS * limits.MAX_FRAME_BYTES
-
-
-class _Admission(msgspec.Struct):
-    op: object = ""
-    auth: object = None
-    input: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
-
-
-class _Destination(msgspec.Struct):
-    destination: object = None
-
-
-_admission_decoder = msgspec.json.Decoder(_Admission)
-_destination_decoder = msgspec.json.Decoder(_Destination)
 
 
 def _acquire_lock(path: Path, what: str) -> int:
@@ -81,19 +73,6 @@ def _acquire_lock(path: Path, what: str) -> int:
         raise TransportError(f"another daemon owns {what}") from None
     return fd
 
-
-def failure_reply(raw: bytes, exc: BaseException) -> bytes:
-    """The typed error envelope for a request whose handling raised ``exc`` (never raises)."""
-    try:
-        if isinstance(exc, MemoreeError):
-            error: MemoreeError = exc
-        elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            error = DiskFull(exc.strerror or str(exc))
-        else:
-            error = InternalError(f"internal error: {type(exc).__name__}: {exc}")
-        return _with_request_id(raw, error)
-    except BaseException:  # noqa: BLE001 - even a failure to describe the failure is answered
-        return error_envelope("req_transport", InternalError("internal error").to_body())
 
 
 class Writer(threading.Thread):
@@ -176,7 +155,7 @@ class Writer(threading.Thread):
         from memoree.protocol.ops import OPS
 
         try:
-            spec = OPS.get(_op_of(raw))  # type: ignore[arg-type]
+            spec = OPS.get(op_of(raw))  # type: ignore[arg-type]
         except TypeError:  # an op that is not a string (a list, an object)
             return False
         return spec is not None and spec.mutating
@@ -190,7 +169,7 @@ class Writer(threading.Thread):
         except BaseException as exc:  # noqa: BLE001 - nothing of the group is durable: say so
             self.service.engine.handler.drop_deferred()
             failure = _group_failure(exc)
-            replies = [_with_request_id(raw, failure) for raw, _ in group]
+            replies = [with_request_id(raw, failure) for raw, _ in group]
         else:
             self.service.engine.handler.run_deferred()
         self.groups += 1
@@ -207,19 +186,6 @@ def _group_failure(exc: BaseException) -> MemoreeError:
     message = exc.message if isinstance(exc, MemoreeError) else f"{type(exc).__name__}: {exc}"
     return InternalError(f"the group commit failed, nothing was written: {message}", retryable=True)
 
-
-def _op_of(raw: bytes) -> object:
-    """The frame's ``op`` as sent (any JSON value), or "" when the frame is not a JSON object."""
-    try:
-        return _admission_decoder.decode(raw).op
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
-        return ""
-
-
-def _with_request_id(raw: bytes, error: MemoreeError) -> bytes:
-    from memoree.service.service import _salvage_request_id
-
-    return error_envelope(_salvage_request_id(raw, "req_transport"), error.to_body())
 
 
 class Daemon:
@@ -280,7 +246,7 @@ class Daemon:
         """Route one admitted request: reads to the reader pool, the rest to the writer."""
         from memoree.daemon.readpool import POOLED_OPS
 
-        op = _op_of(raw)
+        op = op_of(raw)
         if self.readers is not None and isinstance(op, str) and op in POOLED_OPS:
             return self.readers.submit(raw)
         return self.writer.submit(raw)
@@ -288,7 +254,7 @@ class Daemon:
     def _answer_read(self, raw: bytes) -> bytes:
         reply = self.service.handle_bytes(raw).body
         if len(reply) > limits.MAX_FRAME_BYTES:
-            return _too_large(raw)
+            return too_large(raw)
         return reply
 
     def dispatch(self, raw: bytes, peer: Peer) -> Future[bytes]:
@@ -296,7 +262,7 @@ class Daemon:
         refusal = self._refusal(raw, peer)
         if refusal is not None:
             done: Future[bytes] = Future()
-            done.set_result(_with_request_id(raw, refusal))
+            done.set_result(with_request_id(raw, refusal))
             return done
         future = self.submit(raw)
         answered: Future[bytes] = Future()
@@ -306,7 +272,7 @@ class Daemon:
                 reply = result.result()
             except BaseException as exc:  # noqa: BLE001
                 reply = failure_reply(raw, exc)
-            answered.set_result(_too_large(raw) if len(reply) > limits.MAX_FRAME_BYTES else reply)
+            answered.set_result(too_large(raw) if len(reply) > limits.MAX_FRAME_BYTES else reply)
 
         future.add_done_callback(bounded)
         return answered
@@ -317,9 +283,9 @@ class Daemon:
                 return Unauthorized(f"this daemon serves uid {os.geteuid()} only; the caller is uid {peer.uid}")
             return None
         try:
-            admission = _admission_decoder.decode(raw)
+            admission = admission_decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
-            admission = _Admission()
+            admission = Admission()
         if not self.secret_matches(admission.auth):
             return Unauthorized("a TCP request must carry the store's secret in `auth`")
         if admission.op == "backup.create":
@@ -349,7 +315,7 @@ class Daemon:
             return Unauthorized("backup.create over TCP needs a backup folder: start the daemon with "
                                 "--backup-dir DIR (or MEMOREE_BACKUP_DIR)")
         try:
-            destination = _destination_decoder.decode(raw_input).destination
+            destination = destination_decoder.decode(raw_input).destination
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return None  # the service answers the malformed input
         if not isinstance(destination, str) or "\0" in destination:
@@ -455,10 +421,6 @@ def _frame_deadline() -> float:
         raise ConfigError("MEMOREE_FRAME_DEADLINE_S must be a number of seconds") from None
     return min(FRAME_DEADLINE_S, max(0.1, chosen))
 
-
-def _too_large(raw: bytes) -> bytes:
-    return _with_request_id(raw, ContentTooLarge(
-        "content exceeds the configured size limit: the response is larger than a frame"))
 
 
 def _answers(path: Path) -> bool:

@@ -241,11 +241,14 @@ SCOPE_FIELDS = ("user_id", "agent_id", "run_id", "org_id")
 
 
 def emem_scope(fields: Mapping[str, Any] | Any | None) -> EmemScope | None:
-    """An emem scope from a mapping or struct; ``None`` when every field is absent (= no scope)."""
+    """An emem scope from a mapping or struct; ``None`` when every field is absent (= no scope).
+
+    An empty string is an absent field: ``{"user_id": "2", "agent_id": ""}`` and
+    ``{"user_id": "2"}`` are one scope (one index key, one fact), never two."""
     if fields is None:
         return None
     get = fields.get if isinstance(fields, Mapping) else (lambda name: getattr(fields, name, None))
-    values = {name: get(name) for name in SCOPE_FIELDS if get(name) is not None}
+    values = {name: get(name) for name in SCOPE_FIELDS if get(name) not in (None, "")}
     return EmemScope(**values) if values else None
 
 

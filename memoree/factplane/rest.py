@@ -60,7 +60,7 @@ ERROR_CATALOGUE: dict[str, ErrorCode] = {
     "method_not_allowed": ErrorCode(405, "The route exists but not with this HTTP method.", "Use the method named in the Allow header."),
     "unauthorized": ErrorCode(401, "This route needs the store's secret as `Authorization: Bearer <secret>`.", "Send the secret that `memoree secret show` prints on the daemon's machine."),
     "payload_too_large": ErrorCode(413, f"The request body exceeds {MAX_BODY_BYTES} bytes.", "Send a smaller body."),
-    "rate_limited": ErrorCode(429, "Too many recalls that may write, in too short a time.", "Wait the seconds named in the Retry-After header, then retry."),
+    "rate_limited": ErrorCode(429, "Recalls materialized more facts than the write quota allows in a short time.", "Wait the seconds named in the Retry-After header, then retry."),
     "bad_signature": ErrorCode(422, "A public key, signature or key encoding is malformed.", "Send base32 (lowercase, unpadded) keys and signatures."),
     "bad_merkle_proof": ErrorCode(422, "A receipt's merkle_proof is malformed.", "Send the receipt exactly as it was served."),
     "canonical_encoding_divergence": ErrorCode(500, "Stored bytes are not the canonical encoding of what they decode to.", "Report it: the store needs `memoree verify`."),
@@ -297,8 +297,9 @@ def _raw_json(content: bytes, status: int = 200) -> Response:
 class Api:
     """The endpoints, each a protocol request through ``submit``."""
 
-    def __init__(self, submit: Submit) -> None:
+    def __init__(self, submit: Submit, writes: TokenBucket | None = None) -> None:
         self.submit = submit
+        self.writes = writes
 
     async def call(self, op: str, payload: dict[str, Any]) -> bytes:
         from memoree.ids import new_id
@@ -307,12 +308,20 @@ class Api:
         raw = await asyncio.wrap_future(self.submit(json.dumps(request).encode()))
         envelope = _envelope.decode(raw)
         if not envelope.ok:
-            raise _from_protocol_error(envelope.error or {})
+            failure = _from_protocol_error(envelope.error or {})
+            if failure.code == "internal":  # a 500 is always on the record
+                from memoree.log import logger
+
+                logger().error("http_internal_error", op=op, error=envelope.error)
+            raise failure
         return bytes(envelope.result)
 
     async def recall(self, request: Request) -> Response:
         req = await _body(request, RecallReq)
-        return _raw_json(await self.call("fact.recall", req.model_dump(exclude_none=True)))
+        result = await self.call("fact.recall", req.model_dump(exclude_none=True))
+        if self.writes is not None:
+            self.writes.charge(result.count(b'"status":"materialized"'))
+        return _raw_json(result)
 
     async def verify_receipt(self, request: Request) -> Response:
         req = await _body(request, VerifyReceiptReq)
@@ -402,8 +411,11 @@ PUBLIC_ROUTES = frozenset({
     ("GET", "/v1/bands"), ("GET", "/v1/errors"), ("GET", "/.well-known/emem.json"),
     ("GET", "/openapi.json"), ("POST", "/v1/verify_receipt"),
 })
-RECALLS_PER_SECOND = 20.0
-RECALL_BURST = 40
+# A quota on what recalls write: facts materialized (one band at one cell each) per second, with
+# a burst; a recall that would draw on an empty bucket is 429 until it refills. Warm recalls
+# write nothing and never drain it. MEMOREE_HTTP_WRITE_RATE=RATE/BURST changes it.
+WRITES_PER_SECOND = 50.0
+WRITE_BURST = 100
 
 
 class TokenBucket:
@@ -416,14 +428,32 @@ class TokenBucket:
         self.clock = time.monotonic
         self.stamp = self.clock()
 
-    def take(self) -> bool:
+    def _refill(self) -> None:
         now = self.clock()
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
+
+    def available(self) -> bool:
+        self._refill()
+        return self.tokens >= 1.0
+
+    def charge(self, count: int) -> None:
+        """Spend ``count`` tokens (the bucket may go below zero: the debt is waited out)."""
+        self._refill()
+        self.tokens -= count
+
+    @classmethod
+    def from_environment(cls) -> TokenBucket:
+        import os
+
+        text = os.environ.get("MEMOREE_HTTP_WRITE_RATE", "")
+        rate, _, burst = text.partition("/")
+        try:
+            return cls(float(rate) if rate else WRITES_PER_SECOND, int(burst) if burst else WRITE_BURST)
+        except ValueError:
+            from memoree.errors import ConfigError
+
+            raise ConfigError("MEMOREE_HTTP_WRITE_RATE must be RATE or RATE/BURST, e.g. 50/100") from None
 
     def wait_seconds(self) -> int:
         return max(1, int((1.0 - self.tokens) / self.rate + 0.999))
@@ -432,11 +462,11 @@ class TokenBucket:
 class _Guard:
     """ASGI middleware in front of the app: the secret for non-public routes (401), a declared
     body over the limit refused before a byte of it is read (413, connection closed), and a rate
-    on recalls, which may write (429 with Retry-After)."""
+    on what recalls write (429 with Retry-After once the write quota is spent)."""
 
     def __init__(self, app: Any, authorize: Callable[[str | None], bool] | None,
-                 recalls: TokenBucket) -> None:
-        self.app, self.authorize, self.recalls = app, authorize, recalls
+                 writes: TokenBucket) -> None:
+        self.app, self.authorize, self.writes = app, authorize, writes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -461,17 +491,18 @@ class _Guard:
             return EmemHttpError("payload_too_large",
                                  f"the declared body ({declared.decode('latin-1')[:20]} bytes) exceeds {MAX_BODY_BYTES} bytes",
                                  headers={"connection": "close"})
-        if (method, path) == ("POST", "/v1/recall") and not self.recalls.take():
-            return EmemHttpError("rate_limited", f"more than {RECALLS_PER_SECOND:g} recalls a second",
-                                 headers={"retry-after": str(self.recalls.wait_seconds())})
+        if (method, path) == ("POST", "/v1/recall") and not self.writes.available():
+            return EmemHttpError("rate_limited", f"recalls wrote more than {self.writes.rate:g} facts a second",
+                                 headers={"retry-after": str(self.writes.wait_seconds())})
         return None
 
 
 def build_app(submit: Submit, authorize: Callable[[str | None], bool] | None = None,
-              recalls: TokenBucket | None = None) -> Any:
+              writes: TokenBucket | None = None) -> Any:
     """The REST app over ``submit``; ``authorize`` checks a presented secret (None: no secret
-    needed, for a caller that authenticated otherwise)."""
-    api = Api(submit)
+    needed, for a caller that authenticated otherwise); ``writes`` is the recall write quota."""
+    writes = writes or TokenBucket.from_environment()
+    api = Api(submit, writes)
     routes = [
         Route("/v1/recall", api.recall, methods=["POST"]),
         Route("/v1/verify_receipt", api.verify_receipt, methods=["POST"]),
@@ -484,7 +515,7 @@ def build_app(submit: Submit, authorize: Callable[[str | None], bool] | None = N
         EmemHttpError: _on_emem_error, HTTPException: _on_http_error, Exception: _on_unexpected,
     })
     app.router.redirect_slashes = False  # `/v1/bands/` is a not_found envelope, not a bare 307
-    return _Guard(app, authorize, recalls or TokenBucket(RECALLS_PER_SECOND, RECALL_BURST))
+    return _Guard(app, authorize, writes)
 
 
 # --- /openapi.json ----------------------------------------------------------------------------------

@@ -129,11 +129,11 @@ def namespaced_key(scope: Scope, key: str) -> str:
 
 def success_envelope(
     request_id: str, result: Any, *, context: ResolvedContext | None = None,
-    commit_seq: int | None = None,
+    commit_seq: int | None = None, warnings: list[Warning] | None = None,
 ) -> bytes:
     return _encoder.encode(SuccessEnvelope(
         v=PROTOCOL_VERSION, request_id=request_id, ok=True, context=context,
-        commit_seq=commit_seq, result=result, warnings=[],
+        commit_seq=commit_seq, result=result, warnings=warnings or [],
     ))
 
 

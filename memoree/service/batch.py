@@ -33,7 +33,7 @@ def run(service: Any, inp: Any) -> dict[str, Any]:
     if not 1 <= len(inp.requests) <= limits.MAX_BATCH_REQUESTS:
         raise InvalidRequest(f"a batch holds 1 to {limits.MAX_BATCH_REQUESTS} requests")
     for index, raw in enumerate(inp.requests):
-        _require_mutation(index, bytes(raw))
+        _require_mutation(service, index, bytes(raw))
     engine = service.engine
     try:
         with engine.group():
@@ -46,13 +46,13 @@ def run(service: Any, inp: Any) -> dict[str, Any]:
     return {"replies": replies}
 
 
-def _require_mutation(index: int, raw: bytes) -> None:
-    from memoree.protocol.ops import OPS
-
+def _require_mutation(service: Any, index: int, raw: bytes) -> None:
+    # The op table comes through the service: importing memoree.protocol.ops here would close
+    # a cycle (ops -> readers -> batch -> ops).
     try:
         op = _op_decoder.decode(raw).op
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         raise InvalidRequest(f"batch request {index} is not a request object") from None
-    spec = OPS.get(op)
+    spec = service.ops.get(op) if isinstance(op, str) else None
     if spec is None or not spec.mutating:
         raise InvalidRequest(f"batch request {index}: only mutations may be batched, not {op!r}")

@@ -37,7 +37,9 @@ def capabilities(ops: Mapping[str, OpSpec], service: Any = None) -> dict[str, An
         "protocol_version": 1,
         "instruction_set_version": INSTRUCTION_SET_VERSION,
         "local_personal_mode": True,
-        "authorization": False,
+        "authorization": False,  # no per-op permissions; who may connect at all is authentication
+        "authentication": {"unix": "peer_credentials_same_uid", "tcp": "store_secret_in_auth_field",
+                           "http": "bearer_store_secret_except_public_reads"},
         "default_horizon": "ambient",
         "supported_horizons": ["ambient", "workspace", "personal"],
         "ambient_context_sources": ["explicit", "session", "marker", "personal"],

@@ -36,6 +36,7 @@ from memoree.protocol.envelope import (
     request_fingerprint,
     success_envelope,
 )
+from memoree.protocol.envelope import Warning as EnvelopeWarning
 
 __all__ = ["Reply", "Service"]
 
@@ -157,11 +158,26 @@ class Service:
                 idempotency_key=namespaced_key(scope, request.idempotency_key),
                 request_digest=request_fingerprint(request),
             )
+            warnings = self._replay_warnings(spec.name, outcome) if outcome.replayed else None
             return success_envelope(request.request_id, msgspec.Raw(outcome.result_json),
-                                    context=context, commit_seq=outcome.commit_seq)
+                                    context=context, commit_seq=outcome.commit_seq, warnings=warnings)
         assert spec.reader is not None
         result = spec.reader(self, request, inp)
         return success_envelope(request.request_id, result, context=context)
+
+    def _replay_warnings(self, op: str, outcome: Any) -> list[EnvelopeWarning] | None:
+        """A replayed put or revise whose artifact was purged since stored nothing now: say so."""
+        if op not in ("artifact.put", "artifact.revise"):
+            return None
+        artifact_id = msgspec.json.decode(outcome.result_json).get("artifact_id")
+        row = self.engine.conn.execute("SELECT purged_commit_seq FROM artifacts WHERE id = ?",
+                                       (artifact_id,)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return [EnvelopeWarning(code="replayed_purged_artifact", message=(
+            f"this idempotency key replays the {op} of artifact {artifact_id}, which was purged at "
+            f"commit_seq {row[0]}: nothing was stored now. Send a new idempotency key to store these "
+            "bytes again."))]
 
     def _validate_envelope(self, request: Request) -> OpSpec:
         if request.client_version is not None:

@@ -352,3 +352,42 @@ def test_structured_content_matches_each_tools_output_schema(call: Any) -> None:
     for op, envelope in envelopes.items():
         errors = [e.message for e in Draft202012Validator(output_schema(OPS[op])).iter_errors(envelope)]
         assert [] == errors, op
+
+
+class TestStrictJson:
+    """A JSON-RPC line that repeats a key is refused, not read as "last one wins"."""
+
+    def test_a_tools_call_with_a_repeated_key_is_invalid_request(self, cli: Cli) -> None:
+        """`artifact_put` whose arguments name `title` twice: an INVALID_REQUEST tool error under the
+        same id, nothing stored; a repeated key in another request gets a JSON-RPC error."""
+        env = cli.env
+        lines = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        ]
+        text = "".join(json.dumps(line) + "\n" for line in lines)
+        text += ('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"artifact_put","arguments":'
+                 '{"kind":"note","title":"a","title":"b","content":{"type":"text","data":"dup"}}}}\n')
+        text += '{"jsonrpc":"2.0","id":3,"method":"tools/list","method":"ping"}\n'
+        proc = subprocess.Popen([sys.executable, *MEMOREE[1:], "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, cwd=str(cli.cwd))
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(text.encode())
+        proc.stdin.flush()
+        answers: dict[Any, dict[str, Any]] = {}
+        deadline = time.monotonic() + 60
+        while not {2, 3} <= set(answers) and time.monotonic() < deadline:  # stdin stays open meanwhile
+            line = proc.stdout.readline()
+            if not line:
+                break
+            message = json.loads(line)
+            answers[message.get("id")] = message
+        proc.stdin.close()
+        proc.wait(30)
+        stderr = proc.stderr.read() if proc.stderr else b""
+        tool = answers[2]["result"]
+        assert tool["isError"] and tool["structuredContent"]["error"]["code"] == "INVALID_REQUEST"
+        assert "duplicate key 'title'" in tool["structuredContent"]["error"]["message"]
+        assert "error" in answers[3]
+        assert b"Traceback" not in stderr, stderr[-2000:]

@@ -171,6 +171,8 @@ class TestEndpoints:
             (http.get("/v1/nope"), "not_found"),
             (http.get("/v1/recall"), "method_not_allowed"),
             (http.post_declared("/v1/recall", 1024 * 1024 + 1), "payload_too_large"),
+            (http.post("/v1/recall", raw=b'{"cell":"baba.baba.baba.baba","cell":"' + CELL.encode() + b'"}'), "invalid_argument"),
+            (http.get("/v1/bands/"), "not_found"),
         ]
         for (status, body, _), code in cases:
             assert_envelope(status, body, code)

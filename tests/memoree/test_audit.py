@@ -270,6 +270,19 @@ class TestRecovery:
         assert [c.root for c in list_checkpoints(engine.conn)] == [c.root for c in list_checkpoints(imported.conn)]
         imported.close()
 
+    def test_import_without_blobs_is_refused_up_front_with_a_hint(self, call: Caller, tmp_path: Path) -> None:
+        """An export made without --blobs, whose artifacts' bytes are not in it, is refused before
+        anything is built (INVALID_REQUEST naming --blobs, no target, no staging left); the export
+        itself says so in a warning."""
+        populate(call, 3)
+        exported = transfer.export(call.service.engine, tmp_path / "e.ndjson")
+        assert exported["referenced_blobs"] and "--blobs" in exported["warning"]
+        with pytest.raises(InvalidRequest) as refused:
+            transfer.import_log(tmp_path / "e.ndjson", tmp_path / "imported")
+        assert "--blobs" in (refused.value.hint or "")
+        assert not (tmp_path / "imported").exists()
+        assert not list(tmp_path.glob(".memoree-import-stage-*"))
+
     def test_import_refuses_a_non_empty_target(self, call: Caller, tmp_path: Path) -> None:
         """Importing over an existing store is refused."""
         populate(call, 2)

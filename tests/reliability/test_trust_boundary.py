@@ -322,11 +322,12 @@ class TestSecret:
 
     def test_http_writes_need_the_bearer_token(self, tmp_path: Path, figures: Figures, reaper: list) -> None:
         """POST /v1/recall (which may write) is 401 without the token; the public read surface answers
-        without one; with the token recall works, and a flood of recalls meets a 429."""
+        without one; with the token recall works; a flood of recalls of new cells spends the write
+        quota and meets a 429, while recalls of a cell already attested write nothing."""
         from memoree.client.secret import read_secret
 
         port = free_port()
-        start(tmp_path, reaper, args=("--http", f"127.0.0.1:{port}"))
+        start(tmp_path, reaper, args=("--http", f"127.0.0.1:{port}"), env={"MEMOREE_HTTP_WRITE_RATE": "2/6"})
         token = read_secret(tmp_path / "data")
         base = f"http://127.0.0.1:{port}"
         cell = {"cell": "defi.zb493.xuqA.zcb5f", "bands": ["cell.lat_deg"]}
@@ -339,12 +340,17 @@ class TestSecret:
             "well-known": self._http(base, "GET", "/.well-known/emem.json"),
             "errors": self._http(base, "GET", "/v1/errors"),
         }
-        flood = [self._http(base, "POST", "/v1/recall", cell, token) for _ in range(80)]
-        figures.add("trust: secret (HTTP bearer, recall rate)", operations=len(statuses) + len(flood),
+        from memoree.factplane.emem import cell64
+
+        warm = [self._http(base, "POST", "/v1/recall", cell, token) for _ in range(20)]
+        fresh = [{"cell": cell64.encode(-50 + i, 10 + i), "bands": ["cell.lat_deg"]} for i in range(80)]
+        flood = [self._http(base, "POST", "/v1/recall", body, token) for body in fresh]
+        figures.add("trust: secret (HTTP bearer, recall write quota)", operations=len(statuses) + len(warm) + len(flood),
                     faults=2 + flood.count(429), typed_errors=2 + flood.count(429), errors=2 + flood.count(429),
                     note=f"{flood.count(429)} of 80 flooding recalls 429")
         assert {"recall, no token": 401, "recall, wrong token": 401, "recall, token": 200, "bands": 200,
                 "bands/": 404, "well-known": 200, "errors": 200} == statuses
+        assert {200} == set(warm)
         assert 429 in flood and set(flood) <= {200, 429}
 
     @staticmethod
