@@ -30,6 +30,7 @@ from memoree.eventlog.postgres import (
 )
 from memoree.eventlog.replica import CATCH_UP_PAGE, REPLICA_SYNCHRONOUS, behind, catch_up
 from memoree.eventlog.store import EventSink
+from memoree.log import logger
 
 __all__ = ["Follower"]
 
@@ -129,8 +130,6 @@ class Follower(threading.Thread):
         self._listen = self._store = self._local = None
 
     def _report(self, exc: Exception) -> None:
-        from memoree.log import logger
-
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         if message != self.last_error:
             expected = isinstance(exc, MemoreeError | DriverError | sqlite3.Error)

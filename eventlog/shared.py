@@ -14,10 +14,11 @@ first catches the replica and the projections up to the shared head **without** 
 then lets the handler load state and decide against them; the append lock (PostgreSQL's
 ``log_head`` row) is taken only at the first append, and covers the sequence, the previous hash
 and the insert. Under the lock the decision is checked optimistically: if the shared head moved
-past this host's replica since the catch-up, the decision is discarded (``StaleDecision``), the
-host catches up under the lock and the handler decides again, so no decision is appended against
-a stale projection and other hosts' catch-up never waits on this one. Commit is
-Commit is
+past this host's replica since the catch-up, a creation with fresh ids stands unless one of those
+few events took its stream or idempotency key (they are applied first, then it); any other
+decision is discarded (``StaleDecision``), the host catches up under the lock and the handler
+decides again, so no decision is appended against a stale projection and no host's backlog is
+applied while it holds the lock. Commit is
 PostgreSQL first, then local: the replica is always a prefix of the shared log, and a host that
 dies between the two simply catches up again. Outside a transaction ``head()`` is this host's
 position; when the shared log is ahead it catches up briefly before answering, so a read with
@@ -35,21 +36,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memoree.errors import InternalError, MemoreeError
+from memoree.errors import ConfigError, InternalError, MemoreeError
 from memoree.eventlog.checkpoints import Checkpoint, list_checkpoints
 from memoree.eventlog.db import sqlite3
+from memoree.eventlog.follower import Follower
 from memoree.eventlog.postgres import PostgresContentStore, PostgresEventStore
 from memoree.eventlog.replica import (
-    INSERT_NOOP,
-    local_counts,
-    store_replica,
     CATCH_UP_PAGE,
+    INSERT_NOOP,
     READ_WAIT_S,
     REPLICA_SYNCHRONOUS,
     catch_up,
     has_projections,
+    local_counts,
     replica_head,
     require_same_history,
+    store_replica,
+    verified_page,
 )
 from memoree.eventlog.sqlite import savepoint
 from memoree.eventlog.store import (
@@ -61,8 +64,13 @@ from memoree.eventlog.store import (
     RecordedEvent,
     StaleDecision,
 )
+from memoree.log import logger
 
-__all__ = ["SharedLog", "require_recorded_key"]
+__all__ = ["INDEPENDENT_CREATIONS", "SharedLog", "require_recorded_key"]
+
+# Events whose decision reads no stream but their own, new one (fresh ids; a claim's evidence
+# sizes never change): other hosts' appends cannot make them stale, only a taken stream or key.
+INDEPENDENT_CREATIONS = frozenset({"artifact.created", "claim.asserted"})
 
 
 # ---------------------------------------------------------------------- the store the engine uses
@@ -107,7 +115,6 @@ class SharedLog:
                poll_s: float = 0.5) -> None:
         """Attach the engine's projections (``apply``, kept current in every transaction) and start
         following; ``make_sink(cas)`` builds the follower's own projections on its own connection."""
-        from memoree.eventlog.follower import Follower
 
         self.apply = apply
         self.follower = Follower(self.url, self.db_path, make_sink, poll_s=poll_s,
@@ -212,14 +219,29 @@ class SharedLog:
             self.lock_holds.append(time.perf_counter() - self._lock_taken_at)
         self._locked_depth, self._lock_taken_at = None, 0.0
 
-    def _lock_for_write(self) -> None:
-        """Hold the append lock and require that nobody appended since this host caught up."""
+    def _lock_for_write(self, events: Sequence[NewEvent] = ()) -> None:
+        """Hold the append lock and check the decision optimistically against what other hosts
+        appended since this host caught up (usually nothing)."""
         if self._locked_depth is None:
             self._hold_lock(self.pg.lock().seq, depth=self._depth)
-        if replica_head(self.conn).commit_seq != self._shared_seq:
-            self._lock_first = True
-            raise StaleDecision("the shared log moved on while this host decided; deciding again",
-                                details={"shared_seq": self._shared_seq})
+        local = replica_head(self.conn)
+        if local.commit_seq == self._shared_seq:
+            return
+        window = self._shared_seq - local.commit_seq
+        if events and all(e.type in INDEPENDENT_CREATIONS for e in events) and window <= CATCH_UP_PAGE:
+            # A creation with fresh ids reads no other stream: it stays valid unless another host
+            # took its stream or its idempotency key meanwhile. Those few events go first.
+            foreign = verified_page(local, list(self.pg.read_raw(after=local.commit_seq, limit=window)),
+                                    self._shared_seq)
+            keys, streams = {e.idempotency_key for e in events}, {e.stream_id for e in events}
+            if not any(f.idempotency_key in keys or f.stream_id in streams for f in foreign):
+                store_replica(self.conn, foreign)
+                if self.apply is not None:
+                    self.apply(self.conn, foreign)
+                return
+        self._lock_first = True
+        raise StaleDecision("the shared log moved on while this host decided; deciding again",
+                            details={"shared_seq": self._shared_seq})
 
     def prepare_retry(self) -> None:
         """After ``StaleDecision``: inside a group, lock and catch up now (the retry then decides
@@ -249,7 +271,8 @@ class SharedLog:
 
     def _commit_both(self) -> None:
         try:
-            self.pg.commit()
+            if self.pg.in_transaction:  # not when the append committed it early (see ``append``)
+                self.pg.commit()
         except MemoreeError:
             self._rollback_local()
             raise
@@ -286,11 +309,18 @@ class SharedLog:
         """Append to the shared log and to this host's replica, inside ``transaction()``."""
         if not self._depth:
             raise InternalError("append outside a write transaction")
-        self._lock_for_write()
+        self._lock_for_write(events)
         recorded = self.pg.append(events)
         store_replica(self.conn, recorded)
         if recorded:
             self._shared_seq = recorded[-1].commit_seq
+        if self._depth == 1 and events and all(e.type in INDEPENDENT_CREATIONS for e in events):
+            # A lone creation has nothing else to write to the shared log: commit it now, so the
+            # lock covers the append alone and not this host projecting it. A failure after this
+            # point leaves the event durable (a retry with the same key finds it), as a failed
+            # local commit always could.
+            self.pg.commit()
+            self._release_lock()
         return recorded
 
     def record_noop(self, key: str, request_digest: str, operation: str, commit_seq: int,
@@ -346,8 +376,6 @@ class SharedLog:
                     if catch_up(self.pg, self.conn, self.apply, max_events=CATCH_UP_PAGE) == 0:
                         return
         except (MemoreeError, sqlite3.Error) as exc:
-            from memoree.log import logger
-
             logger().warning("shared_log_catch_up_failed", error=getattr(exc, "message", str(exc)))
 
 
@@ -357,7 +385,6 @@ def require_recorded_key(recorded: dict[int, str], key: Any) -> None:
     Every host that seals or attests must hold the same node key (copy ``keys/`` from the host
     that recorded the epoch); a host with another key would sign checkpoints nobody can verify.
     """
-    from memoree.errors import ConfigError
 
     if recorded.get(key.epoch) != key.public_b32:
         raise ConfigError(

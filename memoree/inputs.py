@@ -7,6 +7,7 @@ message that names the field.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import msgspec
@@ -164,10 +165,13 @@ def check_optional_text(name: str, value: str | None, max_bytes: int) -> str | N
     return None if value is None else check_text(name, value, max_bytes)
 
 
+_CONTROL_CHARS = re.compile("[\x00-\x1f\x7f]")
+
+
 def check_id(name: str, value: str) -> str:
     """An opaque identifier: non-empty, bounded, no control characters."""
     check_text(name, value, limits.MAX_ENTITY_ID_BYTES)
-    if any(ord(ch) < 0x20 or ch == "\x7f" for ch in value) or value != value.strip():
+    if _CONTROL_CHARS.search(value) or value != value.strip():
         raise InvalidRequest(f"{name} is not a valid identifier")
     return value
 

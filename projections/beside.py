@@ -28,8 +28,16 @@ from typing import Any
 
 from memoree.eventlog.db import connect, execute_script, open_throwaway
 from memoree.eventlog.store import RecordedEvent
+from memoree.hosts import pid_alive
 
-from .base import CHECKPOINT_SCHEMA, Projector, apply_events, bulk_mode, ensure_projectors, owned_tables
+from .base import (
+    CHECKPOINT_SCHEMA,
+    Projector,
+    apply_events,
+    bulk_mode,
+    ensure_projectors,
+    owned_tables,
+)
 from .fts_bulk import build_text_indexes
 
 __all__ = ["SCRATCH_PREFIX", "ScratchBuild", "remove_dead_scratches"]
@@ -42,8 +50,6 @@ FTS5_SHADOWS = ("data", "idx", "docsize", "config", "content")
 
 def remove_dead_scratches(parent: Path) -> None:
     """Delete scratch folders in ``parent`` left by builds whose process no longer runs."""
-    from memoree.hosts import pid_alive
-
     for folder in parent.glob(SCRATCH_PREFIX + "*"):
         pid = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
         if pid.isdigit() and not pid_alive(int(pid)):

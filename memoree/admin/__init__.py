@@ -2,5 +2,6 @@
 
 Owns end-to-end verification (``verify``), backups and restores (``backup``), the auditor
 export and disaster-recovery import (``transfer``) and the retrieval evaluator
-(``evaluation``). Sealing and proofs belong to the log itself (``memoree.eventlog.sealing``).
+(``evaluation``, with its corpus loader ``corpus`` and its ``scoring``). Sealing and proofs
+belong to the log itself (``memoree.eventlog.sealing``).
 """

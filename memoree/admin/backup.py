@@ -19,10 +19,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from memoree.admin import verify as audit
 from memoree.errors import ConfigError, IntegrityError, InvalidRequest
+from memoree.eventlog import sealing
 from memoree.eventlog.cas import digest_hex
+from memoree.eventlog.db import connect, create_private, sqlite3
 from memoree.eventlog.timefmt import now_utc
 from memoree.hosts import pid_alive
+from memoree.limits import INLINE_BLOB_BYTES
+from memoree.service.engine import Engine
 
 __all__ = ["create", "restore"]
 
@@ -102,8 +107,6 @@ def _fsync_tree(root: Path) -> None:
 
 
 def _snapshot_database(conn: Any, target_path: Path) -> None:
-    from memoree.eventlog.db import create_private, sqlite3
-
     create_private(target_path)
     target = sqlite3.connect(str(target_path))
     try:
@@ -114,8 +117,6 @@ def _snapshot_database(conn: Any, target_path: Path) -> None:
 
 
 def _head_of(db_path: Path) -> int:
-    from memoree.eventlog.db import connect
-
     conn = connect(db_path)
     try:
         return conn.execute("SELECT coalesce(max(commit_seq), 0) FROM events").fetchone()[0]
@@ -124,9 +125,6 @@ def _head_of(db_path: Path) -> int:
 
 
 def _copy_external_blobs(source_blobs: Path, staged_db: Path, staged_blobs: Path) -> int:
-    from memoree.eventlog.db import connect
-    from memoree.limits import INLINE_BLOB_BYTES
-
     conn = connect(staged_db)
     try:
         rows = conn.execute("SELECT DISTINCT blob_hash, size_bytes FROM artifact_revisions WHERE size_bytes > ?",
@@ -152,9 +150,6 @@ def _copy_external_blobs(source_blobs: Path, staged_db: Path, staged_blobs: Path
 
 
 def _verify_staged(stage: Path, expected_seq: int | None) -> dict[str, Any]:
-    from memoree.admin import verify as audit
-    from memoree.service.engine import Engine
-
     engine = Engine(stage)
     try:
         report = audit.verify(engine)
@@ -173,8 +168,6 @@ def _verify_staged(stage: Path, expected_seq: int | None) -> dict[str, Any]:
 
 def create(engine: Any, destination: Path) -> dict[str, Any]:
     """Publish a verified backup of ``engine`` at ``destination`` (see the module docstring)."""
-    from memoree.eventlog import sealing
-
     parent = _check_destination(destination, engine.data_dir)
     parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     _remove_stale_stages(parent, STAGE_PREFIX)

@@ -15,7 +15,6 @@ reported, never gated. A stage a build lacks would be listed under ``skipped_sta
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
 import time
@@ -29,9 +28,21 @@ from typing import Any
 from memoree.eventlog.events import Scope
 from memoree.eventlog.timefmt import format_instant
 from memoree.eventlog.scope import visible_at
+from memoree.admin.corpus import CorpusError, load_corpus
+from memoree.admin.scoring import (
+    DEFAULT_EPSILON,
+    aggregate,
+    compare_baseline,
+    mrr_metric,
+    ndcg_metric,
+    p95,
+    padded_size,
+    precision_metric,
+    recall_metric,
+)
 from memoree.service.service import Service
 
-__all__ = ["CorpusError", "EvalOptions", "SuiteTimeout", "evaluate", "main_report"]
+__all__ = ["CorpusError", "EvalOptions", "SuiteTimeout", "evaluate", "main_report"]  # CorpusError: from .corpus
 
 REPORT_SCHEMA_VERSION = 1
 EVAL_ACTOR = "memoree-eval"
@@ -40,18 +51,8 @@ RECALL_CANDIDATES = 3
 SEARCH_LIMIT = 100
 POOL_LIMIT = 32
 PROBE_DEPTHS = (8, 5)
-BLOCK_BYTES = 64
-DEFAULT_EPSILON = 0.02
 CLOCK_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SKIPPED_STAGES: dict[str, str] = {}
-MACRO_FLOORS = ("macro_claim_recall", "macro_claim_precision", "macro_artifact_recall",
-                "macro_artifact_precision")
-RATE_CEILINGS = {"max_false_answer_rate": "false_answer_rate",
-                 "max_false_abstain_rate": "false_abstain_rate"}
-
-
-class CorpusError(Exception):
-    """The corpus itself is inconsistent (labels, quotes, versions)."""
 
 
 class SuiteTimeout(Exception):
@@ -63,51 +64,6 @@ class EvalOptions:
     case_ids: tuple[str, ...] = ()
     suite_timeout_ms: int = 600_000
     case_timeout_ms: int = 60_000
-
-
-# ---------------------------------------------------------------------------------------------
-# Corpus files
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for number, line in enumerate(path.read_text("utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except ValueError as exc:
-                raise CorpusError(f"{path.name} line {number} is not JSON: {exc}") from None
-    return rows
-
-
-@dataclass
-class Corpus:
-    directory: Path
-    baseline: dict[str, Any]
-    seeds: list[dict[str, Any]]
-    cases: list[dict[str, Any]]
-    recovery: dict[str, dict[str, Any]]
-
-
-def load_corpus(directory: Path) -> Corpus:
-    baseline = json.loads((directory / "baseline.json").read_text("utf-8"))
-    seeds = _jsonl(directory / "seed.jsonl")
-    cases = _jsonl(directory / "cases.jsonl")
-    recovery_path = directory / "probe-recovery.json"
-    recovery = {}
-    if recovery_path.exists():
-        recovery = {c["case_id"]: c for c in json.loads(recovery_path.read_text("utf-8"))["cases"]}
-    version = baseline.get("schema_version")
-    for row in [*seeds, *cases]:
-        if row.get("schema_version") != version:
-            raise CorpusError(f"schema_version {row.get('schema_version')} differs from the baseline's {version}")
-    if baseline.get("corpus_version") != directory.name:
-        raise CorpusError(f"baseline corpus_version {baseline.get('corpus_version')!r} is not {directory.name!r}")
-    for case in cases:
-        answerable = bool(case.get("relevant_claims") or case.get("relevant_artifacts"))
-        if "answerable" in case and case["answerable"] != answerable:
-            raise CorpusError(f"case {case['case_id']}: answerable disagrees with its direct gold")
-    return Corpus(directory, baseline, seeds, cases, recovery)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,62 +198,6 @@ def _evidence(seeded: Seeded, evidence: dict[str, Any], label: str) -> dict[str,
         start, end = _quote_span(seeded.texts[source], evidence["quote"], label)
         locator.update(start_byte=start, end_byte=end)
     return locator
-
-
-# ---------------------------------------------------------------------------------------------
-# Metrics
-
-
-def recall_metric(direct: Sequence[str], returned: Sequence[str]) -> float | None:
-    if not direct:
-        return None
-    return len(set(direct) & set(returned)) / len(set(direct))
-
-
-def precision_metric(direct: Sequence[str], helpful: Sequence[str], returned: Sequence[str]) -> float:
-    if not returned:
-        return 1.0 if not direct else 0.0
-    relevant = set(direct) | set(helpful)
-    return sum(1 for label in returned if label in relevant) / len(returned)
-
-
-def mrr_metric(direct: Sequence[str], returned: Sequence[str]) -> float | None:
-    if len(set(direct)) != 1:
-        return None
-    target = direct[0]
-    return next((1.0 / rank for rank, label in enumerate(returned, 1) if label == target), 0.0)
-
-
-def ndcg_metric(direct: Sequence[str], helpful: Sequence[str], returned: Sequence[str]) -> float | None:
-    gains = {**{label: 1 for label in helpful}, **{label: 2 for label in direct}}
-    if not gains:
-        return None
-    dcg = sum(gains.get(label, 0) / math.log2(i + 2) for i, label in enumerate(returned))
-    ideal = sorted(gains.values(), reverse=True)[: max(1, len(returned))]
-    idcg = sum(gain / math.log2(i + 2) for i, gain in enumerate(ideal))
-    return dcg / idcg
-
-
-def macro(values: Sequence[float | None]) -> float:
-    defined = [v for v in values if v is not None]
-    return sum(defined) / len(defined) if defined else 1.0
-
-
-def padded_size(document: Any) -> int:
-    """Serialized bytes rounded up to 64-byte blocks."""
-    size = len(json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
-    return -(-size // BLOCK_BYTES) * BLOCK_BYTES
-
-
-def _p95(values: Sequence[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
-
-
-def _rate(numerator: int, denominator: int) -> float:
-    return numerator / denominator if denominator else 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,90 +491,6 @@ def _normalized(document: Any) -> Any:
 # The suite
 
 
-def aggregate(runs: Sequence[CaseRun]) -> dict[str, Any]:
-    def mean(key: str, subset: Sequence[CaseRun] = runs) -> float:
-        return macro([r.metrics.get(key) for r in subset])
-
-    answerable = [r for r in runs if r.metrics.get("answerable")]
-    unanswerable = [r for r in runs if "answerable" in r.metrics and not r.metrics["answerable"]]
-    counters: dict[str, int] = {}
-    for r in runs:
-        for name, count in r.counters.items():
-            counters[name] = counters.get(name, 0) + count
-    recovered = [r.metrics["recovery_success"] for r in runs if "recovery_success" in r.metrics]
-    one_call = [r.metrics["one_call_recovery_success"] for r in runs if "one_call_recovery_success" in r.metrics]
-    leads = sum(r.metrics.get("probe_leads", 0) for r in runs)
-    document: dict[str, Any] = {
-        "case_count": len(runs),
-        "passed_case_count": sum(1 for r in runs if not r.failures),
-        "macro_claim_recall": mean("claim_recall"),
-        "macro_claim_precision": mean("claim_precision"),
-        "macro_artifact_recall": mean("artifact_recall"),
-        "macro_artifact_precision": mean("artifact_precision"),
-        "macro_claim_mrr": mean("claim_mrr"),
-        "macro_artifact_mrr": mean("artifact_mrr"),
-        "macro_claim_ndcg": mean("claim_ndcg"),
-        "macro_artifact_ndcg": mean("artifact_ndcg"),
-        "candidate_pool_recall_at_16": mean("candidate_pool_recall_at_16"),
-        "candidate_pool_recall_at_32": mean("candidate_pool_recall_at_32"),
-        "candidate_suggestion_recall": mean("candidate_suggestion_recall"),
-        "probe_source_recall_at_5": mean("probe_source_recall_at_5"),
-        "probe_source_recall_at_8": mean("probe_source_recall_at_8"),
-        "probe_bait_lead_rate": _rate(sum(r.metrics.get("probe_bait_leads", 0) for r in runs), leads),
-        "recovery_success_rate": _rate(sum(recovered), len(recovered)) if recovered else None,
-        "one_call_recovery_success_rate": _rate(sum(one_call), len(one_call)) if one_call else None,
-        "one_call_bait_fetches": sum(r.metrics.get("one_call_bait_fetches", 0) for r in runs),
-        "retrieve_packet_bytes_p95": _p95([r.metrics["retrieve_packet_bytes"] for r in runs
-                                           if "retrieve_packet_bytes" in r.metrics]),
-        "false_answer_rate": _rate(sum(1 for r in unanswerable if r.presence != "none"), len(unanswerable)),
-        "false_abstain_rate": _rate(sum(1 for r in answerable if r.presence == "none"), len(answerable)),
-    }
-    for name in ("forbidden_returns", "budget_violations", "citation_parity_violations",
-                 "scope_violations", "citation_get_exactness_violations"):
-        document[name] = counters.get(name, 0)
-    slices: dict[str, list[CaseRun]] = {}
-    for r in runs:
-        slices.setdefault(r.case.get("slice", "correctness"), []).append(r)
-    document["slices"] = {name: _slice_summary(members) for name, members in sorted(slices.items())}
-    return document
-
-
-def _slice_summary(members: Sequence[CaseRun]) -> dict[str, Any]:
-    unanswerable = [r for r in members if not r.metrics.get("answerable", True)]
-    return {
-        "cases": len(members),
-        "failed": sum(1 for r in members if r.failures),
-        "macro_claim_recall": macro([r.metrics.get("claim_recall") for r in members]),
-        "macro_claim_precision": macro([r.metrics.get("claim_precision") for r in members]),
-        "macro_artifact_recall": macro([r.metrics.get("artifact_recall") for r in members]),
-        "macro_artifact_precision": macro([r.metrics.get("artifact_precision") for r in members]),
-        "macro_artifact_ndcg": macro([r.metrics.get("artifact_ndcg") for r in members]),
-        "false_answer_rate": _rate(sum(1 for r in unanswerable if r.presence != "none"), len(unanswerable)),
-    }
-
-
-def compare_baseline(baseline: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
-    epsilon = baseline.get("epsilon", DEFAULT_EPSILON)
-    checked, regressions = [], []
-    for name in MACRO_FLOORS:
-        if name in baseline:
-            checked.append(name)
-            if metrics[name] + epsilon < baseline[name]:
-                regressions.append(f"{name} {metrics[name]:.4f} is below the floor {baseline[name]}")
-    for name, metric in RATE_CEILINGS.items():
-        if name in baseline:
-            checked.append(metric)
-            if metrics[metric] > baseline[name] + epsilon:
-                regressions.append(f"{metric} {metrics[metric]:.4f} is above the ceiling {baseline[name]}")
-    if "max_forbidden_returns" in baseline:
-        checked.append("forbidden_returns")
-        if metrics["forbidden_returns"] > baseline["max_forbidden_returns"]:
-            regressions.append(f"forbidden_returns {metrics['forbidden_returns']} is above "
-                               f"{baseline['max_forbidden_returns']}")
-    return {"epsilon": epsilon, "checked_metrics": checked, "regressions": regressions,
-            "passed": not regressions}
-
-
 @contextmanager
 def temporary_service() -> Iterator[Service]:
     """A service over a fresh, private, temporary store, removed afterwards."""
@@ -738,7 +554,7 @@ def evaluate(corpus_dir: Path, options: EvalOptions = EvalOptions(),
         "options": {"case_ids": list(options.case_ids), "suite_timeout_ms": options.suite_timeout_ms,
                     "case_timeout_ms": options.case_timeout_ms},
         "timings": {"seed_ms": round((seeded_at - started) * 1000),
-                    "retrieve_latency_p95_ms": _p95([ms for r in runs for ms in r.latencies]),
+                    "retrieve_latency_p95_ms": p95([ms for r in runs for ms in r.latencies]),
                     "total_ms": round((monotonic() - started) * 1000)},
         "passed": passed,
     }

@@ -19,11 +19,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memoree.errors import ConfigError, IntegrityError, InvalidRequest
-from memoree.eventlog.cas import digest_hex
+from memoree.admin import verify as audit
+from memoree.errors import IntegrityError, InvalidRequest
+from memoree.eventlog import sealing
+from memoree.eventlog.cas import ContentStore, digest_hex
 from memoree.eventlog.checkpoints import Checkpoint, insert_checkpoint, list_checkpoints
+from memoree.eventlog.codec import decode_envelope
+from memoree.eventlog.db import connect, create_private
+from memoree.eventlog.sqlite import INSERT_EVENT, SqliteEventStore
 from memoree.eventlog.store import RawEvent, first_chain_break
 from memoree.eventlog.timefmt import now_utc
+from memoree.service.engine import Engine
 
 __all__ = ["EXPORT_FORMAT", "export", "import_log", "read_export"]
 
@@ -36,8 +42,6 @@ def _b64(data: bytes) -> str:
 
 def export(engine: Any, output: Path, blobs_dir: Path | None = None) -> dict[str, Any]:
     """Write the auditor export of ``engine``'s log to ``output`` (atomically)."""
-    from memoree.eventlog import sealing
-
     if output.exists():
         raise InvalidRequest(f"export destination already exists: {output}")
     sealing.seal(engine) if engine.head() else None
@@ -136,11 +140,6 @@ def import_log(export_path: Path, data_dir: Path, blobs_dir: Path | None = None)
 
 
 def _build(export_path: Path, staging: Path, blobs_dir: Path | None) -> dict[str, Any]:
-    from memoree.admin import verify as audit
-    from memoree.service.engine import Engine
-    from memoree.eventlog.db import connect, create_private
-    from memoree.eventlog.sqlite import SqliteEventStore
-
     os.chmod(staging, 0o700)
     lines = list(read_export(export_path))
     if not lines or lines[0].get("kind") != "header" or lines[0].get("format") != EXPORT_FORMAT:
@@ -202,13 +201,10 @@ def _require_no_blobs(events: list[RawEvent]) -> None:
 
 
 def _insert_events(conn: Any, events: list[RawEvent]) -> None:
-    from memoree.eventlog.codec import decode_envelope
-
     for raw in events:
         envelope = decode_envelope(raw.data)
         conn.execute(
-            "INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, idempotency_key, "
-            "request_digest, data, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            INSERT_EVENT,
             (raw.commit_seq, envelope.event_id, raw.type, envelope.stream_id, envelope.stream_version,
              envelope.at, envelope.idempotency_key, envelope.request_digest, raw.data, raw.prev_hash, raw.hash),
         )
@@ -216,9 +212,6 @@ def _insert_events(conn: Any, events: list[RawEvent]) -> None:
 
 def _engine_with_blobs(staging: Path, blobs_dir: Path) -> Any:
     """Open the staged store after loading blobs into its CAS (verified by digest)."""
-    from memoree.eventlog.cas import ContentStore
-    from memoree.eventlog.db import connect
-
     conn = connect(staging / "memoree.sqlite3")
     cas = ContentStore(conn, staging / "blobs")
     conn.execute("BEGIN IMMEDIATE")
@@ -230,6 +223,5 @@ def _engine_with_blobs(staging: Path, blobs_dir: Path) -> Any:
         cas.put(data, path.name)
     conn.execute("COMMIT")
     conn.close()
-    from memoree.service.engine import Engine
 
     return Engine(staging)

@@ -17,12 +17,21 @@ import msgspec
 from blake3 import blake3
 
 from memoree.errors import MemoreeError
-from memoree.eventlog.checkpoints import HASHER, Checkpoint, leaf_hashes, list_checkpoints, parse_note
+from memoree.eventlog.checkpoints import (
+    HASHER,
+    Checkpoint,
+    leaf_hashes,
+    list_checkpoints,
+    parse_note,
+)
+from memoree.eventlog.db import sqlite3
 from memoree.eventlog.keys import verify_signature
 from memoree.eventlog.merkle import CompactTree
 from memoree.eventlog.sealing import event_hashes, origin
 from memoree.eventlog.store import first_chain_break
+from memoree.projections import sync_projectors
 from memoree.projections.base import owned_tables
+from memoree.projections.beside import ScratchBuild, remove_dead_scratches
 from memoree.projections.fts import FTS_INDEXES
 
 __all__ = ["projection_fingerprint", "verify"]
@@ -199,9 +208,6 @@ def _check_text_indexes(db_path: Path, report: _Report) -> None:
 
 
 def _compare_projections(engine: Any, upto: int, report: _Report) -> dict[str, Any]:
-    from memoree.projections import sync_projectors
-    from memoree.projections.beside import ScratchBuild, remove_dead_scratches
-
     results: dict[str, Any] = {}
     # In the data dir (private, this user's), never a shared temp dir; a purge and the next start
     # remove scratches a killed verify left. Rows are compared, so the scratch builds no full-text

@@ -17,6 +17,10 @@ from typing import Any
 from blake3 import blake3
 
 from memoree.client import call as callcmd
+from memoree.client.context import ContextResolutionError, resolve
+from memoree.errors import ConfigError, error_class_for_code
+from memoree.ids import new_id
+from memoree.protocol.documents import request_document
 
 __all__ = ["Sender", "canonical_json", "derived_key", "envelope_error", "freeze_context", "new_request"]
 
@@ -35,15 +39,10 @@ def derived_key(prefix: str, logical_op: str, part: str) -> str:
 def new_request(op: str, payload: dict[str, Any], *, idempotency_key: str | None = None,
                 context: dict[str, Any] | None = None, context_source: str | None = None) -> dict[str, Any]:
     """A protocol request document with a fresh ``req_`` id."""
-    from memoree.ids import new_id
-
-    document: dict[str, Any] = {"v": 1, "request_id": new_id("req"), "op": op, "input": payload}
-    if idempotency_key is not None:
-        document["idempotency_key"] = idempotency_key
-    if context is not None:
-        document["context"] = context
-        document["context_source"] = context_source or "explicit"
-    return document
+    if context is None:
+        return request_document(new_id("req"), op, payload, idempotency_key=idempotency_key)
+    return request_document(new_id("req"), op, payload, idempotency_key=idempotency_key,
+                            context=context, context_source=context_source or "explicit")
 
 
 def freeze_context() -> tuple[dict[str, Any], str] | None:
@@ -51,8 +50,6 @@ def freeze_context() -> tuple[dict[str, Any], str] | None:
 
     Raises ``ConfigError`` for a malformed marker, variable or config section.
     """
-    from memoree.client.context import ContextResolutionError, resolve
-    from memoree.errors import ConfigError
 
     try:
         return resolve()
@@ -62,8 +59,6 @@ def freeze_context() -> tuple[dict[str, Any], str] | None:
 
 def envelope_error(envelope: dict[str, Any]) -> Any:
     """The typed error a failure envelope carries (``MemoreeError`` subclass instance)."""
-    from memoree.errors import error_class_for_code
-
     body = envelope.get("error") or {}
     cls = error_class_for_code(str(body.get("code", "INTERNAL_ERROR")))
     return cls(str(body.get("message", "request failed")), details=body.get("details"),
@@ -96,17 +91,21 @@ class Sender:
         prepared = callcmd.prepare(raw)
         if not isinstance(prepared, callcmd.Prepared):
             return prepared
-        if self._service is None:
-            from memoree.client.paths import data_dir
-            from memoree.service.service import Service
-
-            self._service = Service(self.options.data_dir or data_dir())
-        reply = self._service.handle_bytes(prepared.raw, fallback_request_id="req_cli")
+        reply = self._kept_service().handle_bytes(prepared.raw, fallback_request_id="req_cli")
         if reply.ok:
             from memoree.eventlog.sealing import maybe_seal
 
             maybe_seal(self._service.engine)
         return reply.body, reply.exit_code
+
+    def _kept_service(self) -> Any:
+        """The store this sender keeps open (opened on first use)."""
+        if self._service is None:
+            from memoree.client.paths import data_dir
+            from memoree.service.service import Service
+
+            self._service = Service(self.options.data_dir or data_dir())
+        return self._service
 
     def close(self) -> None:
         with self._lock:
@@ -122,10 +121,26 @@ class Sender:
 
     def send_many(self, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Mutation requests sent as ``batch`` requests (one transaction each); their envelopes, in
-        order. A batch refused as a whole answers its failure for each of its requests."""
+        order. A batch refused as a whole answers its failure for each of its requests.
+
+        Each document is encoded once and the batch frame assembled from those bytes; it needs no
+        ambient context (each request carries its own), so it skips ``memoree call``'s parse."""
         envelopes: list[dict[str, Any]] = []
-        for part in _batches(documents):
-            envelope, _ = self.send(new_request("batch", {"requests": part}))
+        for part in _batches([json.dumps(document, ensure_ascii=False).encode("utf-8") for document in documents]):
+            request_id = new_request("batch", {})["request_id"]
+            raw = (b'{"v":1,"request_id":"' + request_id.encode() + b'","op":"batch","input":{"requests":['
+                   + b",".join(part) + b"]}}")
+            with self._lock:
+                prepared = callcmd.Prepared(raw, request_id, False)
+                if self._keep_open:
+                    from memoree.eventlog.sealing import maybe_seal
+
+                    body = self._kept_service().handle_bytes(raw, fallback_request_id="req_cli").body
+                    maybe_seal(self._service.engine)
+                else:
+                    body, _ = (callcmd.send_in_process(raw, self.options.data_dir) if self.options.in_process
+                               else callcmd.send_via_daemon(prepared, self.options))
+            envelope = json.loads(body)
             if envelope.get("ok"):
                 envelopes.extend(envelope["result"]["replies"])
             else:
@@ -137,18 +152,17 @@ BATCH_REQUESTS = 250
 BATCH_BYTES = 8 * 1024 * 1024  # well inside a 24 MiB frame, with room for the replies
 
 
-def _batches(documents: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Consecutive runs of at most ``BATCH_REQUESTS`` documents and about ``BATCH_BYTES``."""
-    batches: list[list[dict[str, Any]]] = []
-    current: list[dict[str, Any]] = []
+def _batches(encoded: list[bytes]) -> list[list[bytes]]:
+    """Consecutive runs of at most ``BATCH_REQUESTS`` encoded requests and about ``BATCH_BYTES``."""
+    batches: list[list[bytes]] = []
+    current: list[bytes] = []
     size = 0
-    for document in documents:
-        weight = len(json.dumps(document))
-        if current and (len(current) >= BATCH_REQUESTS or size + weight > BATCH_BYTES):
+    for document in encoded:
+        if current and (len(current) >= BATCH_REQUESTS or size + len(document) > BATCH_BYTES):
             batches.append(current)
             current, size = [], 0
         current.append(document)
-        size += weight
+        size += len(document)
     if current:
         batches.append(current)
     return batches

@@ -15,14 +15,18 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import tempfile
+import tomllib
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memoree.client.paths import config_file
 from memoree.errors import ConfigError, ReasonerError
+from memoree.inputs import ClaimType
 
 __all__ = [
     "CLAIM_TYPES",
@@ -47,8 +51,6 @@ _SECTION = "compiler"
 
 
 def _claim_types() -> tuple[str, ...]:
-    from memoree.inputs import ClaimType
-
     return tuple(typing.get_args(ClaimType))
 
 
@@ -58,7 +60,6 @@ CLAIM_TYPES = _claim_types()
 @dataclass(frozen=True)
 class CompilerConfig:
     """The configured compiler: an argv-style command line and a timeout in seconds."""
-
     command: str
     timeout_s: float = DEFAULT_TIMEOUT_S
 
@@ -105,8 +106,6 @@ def configure(command: str, timeout_s: float = DEFAULT_TIMEOUT_S,
 
 def status(config_path: Path | None = None) -> dict[str, Any]:
     """Whether a compiler is configured, its command and whether its program can be found."""
-    import shutil
-
     path = config_path or _config_file()
     config = load_config(path)
     if config is None:
@@ -195,14 +194,10 @@ def _tail(data: bytes, limit: int = 2000) -> str:
 
 
 def _config_file() -> Path:
-    from memoree.client.paths import config_file
-
     return config_file()
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    import tomllib
-
     if not path.is_file():
         return {}
     try:

@@ -18,7 +18,9 @@ from typing import Any
 
 from blake3 import blake3
 
+from memoree.client.paths import data_dir as default_data_dir
 from memoree.errors import InvalidRequest, NotFound
+from memoree.eventlog.timefmt import now_utc
 
 __all__ = [
     "MAX_NOTE_BYTES",
@@ -39,7 +41,6 @@ _SUFFIX = ".json"
 @dataclass(frozen=True)
 class Note:
     """One session's checkpoint note and the context frozen when it was written."""
-
     session: str
     text: str
     updated_at: str
@@ -72,8 +73,6 @@ def quarantine_dir(data_dir: Path | None = None) -> Path:
     if explicit:
         return Path(explicit).expanduser()
     if data_dir is None:
-        from memoree.client.paths import data_dir as default_data_dir
-
         data_dir = default_data_dir()
     data_dir = Path(data_dir).expanduser().absolute()
     return data_dir.parent / f"{data_dir.name}-pending"
@@ -88,7 +87,6 @@ def write_checkpoint(folder: Path, session: str, text: str, *, task: str | None,
     size = len(text.encode("utf-8"))
     if size > MAX_NOTE_BYTES:
         raise InvalidRequest(f"checkpoint text must not exceed {MAX_NOTE_BYTES} bytes (got {size})")
-    from memoree.eventlog.timefmt import now_utc
 
     note = Note(session=session, text=text, updated_at=now_utc(), task=task, context=context,
                 context_source=context_source)

@@ -18,9 +18,15 @@ from typing import Any
 from blake3 import blake3
 
 from memoree import limits
+from memoree.agents.caller import Sender, canonical_json, derived_key, envelope_error, new_request
+from memoree.agents.compiler import (
+    CLAIM_TYPES,
+    MAX_PROPOSED_CLAIMS,
+    MAX_QUOTES,
+    compile_proposal,
+    load_config,
+)
 from memoree.client.call import CallOptions
-from memoree.agents.caller import Sender, canonical_json, derived_key, envelope_error
-from memoree.agents.compiler import CLAIM_TYPES, MAX_PROPOSED_CLAIMS, MAX_QUOTES
 from memoree.errors import InvalidRequest, NoAmbientContext
 
 __all__ = [
@@ -50,7 +56,6 @@ _TITLE_CHARS = 80
 @dataclass(frozen=True)
 class Finding:
     """One deterministic quality finding; ``error`` refuses the claim, ``warning`` only informs."""
-
     code: str
     level: str
     message: str
@@ -64,7 +69,6 @@ class Finding:
 @dataclass(frozen=True)
 class GroundedClaim:
     """A proposed claim whose every quote was found exactly once; spans are UTF-8 byte offsets."""
-
     claim_type: str
     statement: str
     quotes: tuple[str, ...]
@@ -83,7 +87,6 @@ class GroundedClaim:
 @dataclass
 class Plan:
     """Everything ``remember`` would send: one artifact, its grounded claims, their keys."""
-
     text: str
     context: dict[str, Any] | None
     context_source: str | None
@@ -207,8 +210,6 @@ def remember(text: str, *, apply: bool, raw: bool, frozen: tuple[dict[str, Any],
              provenance: dict[str, Any] | None = None,
              idempotency_key: str | None = None) -> dict[str, Any]:
     """The whole composition: compile (unless raw), verify, then preview or apply."""
-    from memoree.agents.compiler import compile_proposal, load_config
-
     check_text(text)
     context, context_source = frozen if frozen is not None else (None, None)
     if apply and context is None:
@@ -315,7 +316,6 @@ def _span_quotes(text: str, claim: GroundedClaim) -> list[str]:
 
 def _send(sender: Sender, plan: Plan, op: str, payload: dict[str, Any], key: str,
           applied: list[dict[str, Any]]) -> dict[str, Any]:
-    from memoree.agents.caller import new_request
 
     document = new_request(op, payload, idempotency_key=key, context=plan.context,
                            context_source=plan.context_source)

@@ -36,15 +36,6 @@ import msgspec
 
 from memoree import __version__, limits
 from memoree.client.transport import Endpoint
-from memoree.errors import (
-    ConfigError,
-    DiskFull,
-    InternalError,
-    MemoreeError,
-    TransportError,
-    Unauthorized,
-)
-from memoree.hosts import is_loopback
 from memoree.daemon.listener import Listener, Peer
 from memoree.daemon.replies import (
     Admission,
@@ -55,10 +46,26 @@ from memoree.daemon.replies import (
     too_large,
     with_request_id,
 )
+from memoree.errors import (
+    ConfigError,
+    DiskFull,
+    InternalError,
+    MemoreeError,
+    TransportError,
+    Unauthorized,
+)
+from memoree.eventlog.sealing import BATCH_SECONDS, maybe_seal
+from memoree.eventlog.sqlite import storage_errors
+from memoree.hosts import is_loopback
+from memoree.log import logger
+from memoree.protocol.ops import OPS
+from memoree.service.engine import prepare_data_dir
+from memoree.service.service import Service
 
 __all__ = ["Daemon", "serve"]
 
 MAX_GROUP = 64
+SEAL_CHECK_EVERY = 64  # requests between checks for a full Merkle batch (1,000 events)
 LISTEN_BACKLOG = 512
 # Request bodies being read at once: as many maximum-size frames as the protocol's concurrency.
 MAX_BUFFERED_BYTES = limits.MAX_CONCURRENT_CONNECTIONS * limits.MAX_FRAME_BYTES
@@ -84,6 +91,7 @@ class Writer(threading.Thread):
         self.inbox: queue.Queue[tuple[bytes, Future[bytes]] | None] = queue.Queue()
         self.groups = 0
         self.grouped_requests = 0
+        self._since_seal_check = 0
 
     def submit(self, raw: bytes) -> Future[bytes]:
         future: Future[bytes] = Future()
@@ -94,8 +102,6 @@ class Writer(threading.Thread):
         self.inbox.put(None)
 
     def run(self) -> None:
-        from memoree.eventlog.sealing import BATCH_SECONDS
-
         while True:
             try:
                 item = self.inbox.get(timeout=BATCH_SECONDS)
@@ -111,7 +117,10 @@ class Writer(threading.Thread):
                 for raw, future in batch:
                     if not future.done():
                         future.set_result(failure_reply(raw, exc))
-            self._seal(force_age=False)
+            self._since_seal_check += len(batch)
+            if self._since_seal_check >= SEAL_CHECK_EVERY:
+                self._since_seal_check = 0
+                self._seal(force_age=False)
 
     def _gather(self, first: tuple[bytes, Future[bytes]]) -> list[tuple[bytes, Future[bytes]]]:
         batch = [first]
@@ -128,12 +137,9 @@ class Writer(threading.Thread):
 
     def _seal(self, *, force_age: bool) -> None:
         """Close a Merkle batch when one is full, or (on idle) when any event is unsealed."""
-        from memoree.eventlog.sealing import maybe_seal
-
         try:
             maybe_seal(self.service.engine, force_age=force_age)
         except BaseException as exc:  # noqa: BLE001 - sealing must never take the writer down
-            from memoree.log import logger
 
             logger().error("seal_failed", exc_info=exc)
 
@@ -152,8 +158,6 @@ class Writer(threading.Thread):
             future.set_result(reply)
 
     def _is_mutation(self, raw: bytes) -> bool:
-        from memoree.protocol.ops import OPS
-
         try:
             spec = OPS.get(op_of(raw))  # type: ignore[arg-type]
         except TypeError:  # an op that is not a string (a list, an object)
@@ -211,9 +215,6 @@ class Daemon:
         self._secret: tuple[tuple[int, int], str] | None = None
 
     def start(self) -> None:
-        from memoree.service.engine import prepare_data_dir
-        from memoree.log import logger
-
         for warning in prepare_data_dir(self.service.data_dir):
             logger().warning("data_dir_permissions_tightened", detail=warning)
         self._locks.append(_acquire_lock(self.service.data_dir / "memoreed.lock", f"data dir {self.service.data_dir}"))
@@ -441,20 +442,16 @@ def serve(data_dir: Path, endpoint: Endpoint, *, lifecycle_owner: str = "externa
           allow_non_loopback: bool = False, http: tuple[str, int] | None = None,
           allowed_uids: frozenset[int] = frozenset(), backup_root: Path | None = None) -> None:
     """Run a daemon until SIGINT or SIGTERM (with the emem REST front when ``http`` is given)."""
-    from memoree.service.service import Service
-
     service = Service(data_dir)
     if backup_root is None and os.environ.get("MEMOREE_BACKUP_DIR"):
         backup_root = Path(os.environ["MEMOREE_BACKUP_DIR"])
     daemon = Daemon(service, endpoint, lifecycle_owner=lifecycle_owner, allow_non_loopback=allow_non_loopback,
                     http=http, allowed_uids=allowed_uids, backup_root=backup_root)
-    from memoree.eventlog.sqlite import storage_errors
 
     with storage_errors():  # e.g. a full disk: a typed failure, never a traceback
         daemon.start()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: daemon.stop())
-    from memoree.log import logger
 
     logger().info("daemon_started", pid=os.getpid(), endpoint=str(endpoint), data_dir=str(data_dir),
                   version=__version__)

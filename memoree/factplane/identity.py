@@ -35,11 +35,13 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from memoree.errors import InvalidRequest, NotFound
 from memoree.factplane.emem import b32, cbor, cell64
 from memoree.factplane.emem.batch_merkle import MerkleProof
 from memoree.factplane.emem.ids import blake3_digest
-from memoree.factplane.emem.receipts import Receipt, Scope as EmemScope
-from memoree.errors import InvalidRequest, NotFound
+from memoree.factplane.emem.receipts import Receipt
+from memoree.factplane.emem.receipts import Scope as EmemScope
+from memoree.factplane.emem.receipts import scope_digest_hex
 
 __all__ = [
     "BUILTIN_BANDS",
@@ -114,7 +116,6 @@ def fact_error(emem_code: str, message: str, **details: Any) -> FactPlaneError:
 
 class Band(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A band as recall, attest and the manifests see it (built in, registered or a plugin's)."""
-
     name: str
     unit: str
     tempo: str
@@ -254,8 +255,6 @@ def emem_scope(fields: Mapping[str, Any] | Any | None) -> EmemScope | None:
 
 def scope_key(scope: EmemScope | None) -> str | None:
     """The index key of an exact four-tuple: the receipt's scope digest (hex); None for global."""
-    from memoree.factplane.emem.receipts import scope_digest_hex
-
     return scope_digest_hex(scope)
 
 

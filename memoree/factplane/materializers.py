@@ -33,8 +33,6 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, NamedTuple, Protocol
 
 import msgspec
@@ -387,7 +385,20 @@ def default_registry() -> MaterializerRegistry:
 
 REGISTRY = default_registry()
 
-_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memoree-materializer")
+_pool: Any = None
+_pool_lock = threading.Lock()
+
+
+def _materializer_pool() -> Any:
+    """The threads slow materializers run on, started on first use: importing concurrent.futures
+    (and the logging it pulls in) costs more than opening a store for an unrelated op should."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memoree-materializer")
+    return _pool
 
 
 def run_materializer(materializer: Any, request: MaterializeRequest, *,
@@ -400,8 +411,8 @@ def run_materializer(materializer: Any, request: MaterializeRequest, *,
         if getattr(materializer, "inline", False):
             outcome = invoke()
         else:
-            outcome = _pool.submit(invoke).result(timeout=timeout_s)
-    except FutureTimeout:
+            outcome = _materializer_pool().submit(invoke).result(timeout=timeout_s)
+    except TimeoutError:  # concurrent.futures.TimeoutError is this builtin since Python 3.11
         outcome = Skip(reason_class="timeout",
                        reason=f"timeout: {materializer.fn_key} gave no answer within {timeout_s:g} s")
     except Exception as exc:  # a failing source is an unknown, never an absence

@@ -27,8 +27,12 @@ materializes anything (a caveat says so).
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
+import msgspec
+
+from memoree import __version__
 from memoree.commands.facts import (
     SigningPlan,
     append_facts,
@@ -38,7 +42,8 @@ from memoree.commands.facts import (
     sign_fact,
     signed_at_of,
 )
-from memoree.factplane.emem import cbor, cell64, tslot as tslots
+from memoree.factplane.emem import cbor, cell64
+from memoree.factplane.emem import tslot as tslots
 from memoree.factplane.emem.receipts import receipt_to_json, sign_receipt
 from memoree.factplane.identity import Band, manifest_source_versions
 from memoree.factplane.materializers import (
@@ -52,6 +57,7 @@ from memoree.factplane.materializers import (
     run_materializer,
     skipped_note,
 )
+from memoree.projections.keys import recorded_epochs
 from memoree.queries import facts as q
 
 __all__ = ["LatencyHistogram", "band_list", "identity", "materialize_action", "recall",
@@ -267,8 +273,6 @@ def _still_missing(plan: q.RecallPlan) -> Any:
 
 
 def _note_json(note: MaterializeNote) -> dict[str, Any]:
-    import msgspec
-
     return msgspec.to_builtins(note)
 
 
@@ -303,8 +307,6 @@ def _temporal_advice(conn: Any, plan: q.RecallPlan, rows: list[q.FactRow]) -> di
 
 
 def _unix(instant: str) -> float:
-    from datetime import datetime, timezone
-
     return datetime.strptime(instant[:19], "%Y-%m-%dT%H:%M:%S").replace(
         tzinfo=timezone.utc).timestamp()
 
@@ -313,17 +315,12 @@ def _unix(instant: str) -> float:
 
 
 def verify_receipt(engine: Any, inp: Any) -> dict[str, Any]:
-    from memoree.projections.keys import recorded_epochs
-
     return q.verify_receipt_document(engine.conn, inp.receipt, inp.pubkey_b32,
                                      known_keys=recorded_epochs(engine.conn))
 
 
 def identity(engine: Any) -> dict[str, Any]:
     """What ``/.well-known/emem.json`` publishes: the responder key, its epoch, the algorithms."""
-    from memoree import __version__
-    from memoree.projections.keys import recorded_epochs
-
     key = responder_key(engine)
     _, source_versions = _source_versions(engine.conn)
     return {

@@ -31,7 +31,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from memoree import __version__
 from memoree.factplane.emem.cell64 import CELL64_PATTERN
+from memoree.ids import new_id
+from memoree.log import logger
+from memoree.protocol.documents import request_document
 
 __all__ = ["ERROR_CATALOGUE", "build_app", "openapi_document"]
 
@@ -112,7 +116,6 @@ class _Request(BaseModel):
 
 class RecallScope(_Request):
     """emem's multi-tenant four-tuple; set fields filter to facts written under exactly it."""
-
     user_id: str | None = None
     agent_id: str | None = None
     run_id: str | None = None
@@ -163,7 +166,6 @@ class AsOfOut(_Response):
 
 class Receipt(_Response):
     """Ed25519-signed receipt (preimage_version 2). Store and forward its exact bytes."""
-
     request_id: str
     served_at: str
     primitive: str
@@ -302,9 +304,7 @@ class Api:
         self.writes = writes
 
     async def call(self, op: str, payload: dict[str, Any]) -> bytes:
-        from memoree.ids import new_id
-
-        request = {"v": 1, "request_id": new_id("req"), "op": op, "input": payload}
+        request = request_document(new_id("req"), op, payload)
         raw = await asyncio.wrap_future(self.submit(json.dumps(request).encode()))
         envelope = _envelope.decode(raw)
         if not envelope.ok:
@@ -394,8 +394,6 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
-    from memoree.log import logger
-
     logger().error("http_request_failed", path=request.url.path, exc_info=exc)
     return error_response(EmemHttpError("internal", f"internal error: {type(exc).__name__}"),
                           request.url.path)
@@ -555,7 +553,6 @@ def openapi_document() -> dict[str, Any]:
             operation["requestBody"] = {"required": True, "content": {"application/json": {
                 "schema": {"$ref": f"#/components/schemas/{request_model.__name__}"}}}}
         paths.setdefault(path, {})[method] = operation
-    from memoree import __version__
 
     return {
         "openapi": "3.1.0",

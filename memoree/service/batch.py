@@ -37,7 +37,9 @@ def run(service: Any, inp: Any) -> dict[str, Any]:
     engine = service.engine
     try:
         with engine.group():
-            replies = [msgspec.Raw(service.handle_bytes(bytes(raw), fallback_request_id="req_batch").body)
+            # The batch frame was checked for repeated keys as a whole, these requests with it.
+            replies = [msgspec.Raw(service.handle_bytes(bytes(raw), fallback_request_id="req_batch",
+                                                        keys_checked=True).body)
                        for raw in inp.requests]
     except MemoreeError:
         engine.handler.drop_deferred()
@@ -47,12 +49,9 @@ def run(service: Any, inp: Any) -> dict[str, Any]:
 
 
 def _require_mutation(service: Any, index: int, raw: bytes) -> None:
-    # The op table comes through the service: importing memoree.protocol.ops here would close
-    # a cycle (ops -> readers -> batch -> ops).
     try:
         op = _op_decoder.decode(raw).op
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         raise InvalidRequest(f"batch request {index} is not a request object") from None
-    spec = service.ops.get(op) if isinstance(op, str) else None
-    if spec is None or not spec.mutating:
+    if not service.is_mutation(op):
         raise InvalidRequest(f"batch request {index}: only mutations may be batched, not {op!r}")

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from memoree import __version__, limits
+from memoree.eventlog.db import features
+from memoree.inputs import EvidenceLocator
+from memoree.protocol.envelope import ErrorEnvelope, Request, SuccessEnvelope
 
 if TYPE_CHECKING:
     from memoree.protocol.ops import OpSpec
@@ -28,8 +31,6 @@ JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def capabilities(ops: Mapping[str, OpSpec], service: Any = None) -> dict[str, Any]:
-    from memoree.eventlog.db import features
-
     feats = features()
     document: dict[str, Any] = {
         "product": "memoree",
@@ -208,8 +209,6 @@ def _one_of_schema(*types: Any) -> dict[str, Any]:
 
 
 def schema_bundle(ops: Mapping[str, OpSpec]) -> dict[str, Any]:
-    from memoree.inputs import EvidenceLocator
-    from memoree.protocol.envelope import ErrorEnvelope, Request, SuccessEnvelope
     from memoree.protocol.results import result_type
 
     return {

@@ -17,16 +17,26 @@ from typing import Any
 from memoree.commands.handler import CommandHandler
 from memoree.errors import ConfigError, InvalidRequest
 from memoree.eventlog.cas import ContentStore
+from memoree.eventlog.codec import decode_envelope, decode_payload
 from memoree.eventlog.db import DB_FILENAME, connect, create_private
 from memoree.eventlog.events import KeyEpochStarted
 from memoree.eventlog.keys import KEY_STREAM, KeyRing, NodeKey
-from memoree.eventlog.store import NewEvent
 from memoree.eventlog.sqlite import SqliteEventStore, read_events, storage_errors
+from memoree.eventlog.store import NewEvent
 from memoree.eventlog.timefmt import now_utc
 from memoree.ids import new_id
+from memoree.log import logger
 from memoree.projections import sync_projectors
+from memoree.projections.base import (
+    Projector,
+    apply_events,
+    checkpoints,
+    ensure_projectors,
+    projection_sink,
+    reset,
+)
 from memoree.projections.keys import recorded_epochs
-from memoree.projections.base import Projector, apply_events, checkpoints, ensure_projectors, projection_sink, reset
+from memoree.service.logconfig import open_shared_log
 
 __all__ = ["DB_FILENAME", "Engine", "prepare_data_dir"]
 
@@ -64,8 +74,6 @@ class Engine:
         self.data_dir = data_dir
         self.warnings = prepare_data_dir(self.data_dir)
         for warning in self.warnings:
-            from memoree.log import logger
-
             logger().warning("data_dir_permissions_tightened", detail=warning)
         db_path = self.data_dir / DB_FILENAME
         fresh = not db_path.exists()
@@ -76,7 +84,6 @@ class Engine:
         self.cas = ContentStore(self.conn, self.data_dir / "blobs")
         # Scale-out: with MEMOREE_LOG_URL the log and blobs live in PostgreSQL and this file keeps
         # a verified replica plus the projections (memoree.eventlog.shared); None for the embedded log.
-        from memoree.service.logconfig import open_shared_log
 
         self.shared = open_shared_log(self.conn, db_path)
         if self.shared is not None:
@@ -199,8 +206,6 @@ class Engine:
         """Erase the files of purged blobs again: a crash may have hit between commit and unlink."""
         rows = self.conn.execute("SELECT data FROM events WHERE type = 'artifact.purged'").fetchall()
         for (data,) in rows:
-            from memoree.eventlog.codec import decode_envelope, decode_payload
-
             for digest in decode_payload(decode_envelope(bytes(data))).blob_hashes:
                 if not self.cas.stored_again(digest):  # bytes put again later belong to a live artifact
                     self.cas.erase_file(digest)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
+from memoree.client.paths import config_file
 from memoree.errors import ConfigError
 
 __all__ = ["log_url", "open_shared_log"]
@@ -27,10 +29,6 @@ def log_url(config_path: Path | None = None) -> str | None:
 
 
 def _configured_url(config_path: Path | None) -> str | None:
-    import tomllib
-
-    from memoree.client.paths import config_file
-
     path = config_path or config_file()
     try:
         document = tomllib.loads(path.read_text("utf-8"))

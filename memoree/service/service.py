@@ -10,6 +10,7 @@ service trusts the context the client attached and never resolves one itself.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -82,13 +83,22 @@ class Service:
         finally:
             self._local.view = None
 
+    def is_mutation(self, op: str) -> bool:
+        """Whether ``op`` names a mutating operation (what a ``batch`` may hold)."""
+        spec = OPS.get(op)
+        return spec is not None and spec.mutating
+
     def close(self) -> None:
         if self._engine is not None:
             self._engine.close()
             self._engine = None
 
-    def handle_bytes(self, raw: bytes, *, fallback_request_id: str = "req_transport") -> Reply:
-        """Decode one request frame and answer it; malformed JSON answers with the fallback id."""
+    def handle_bytes(self, raw: bytes, *, fallback_request_id: str = "req_transport",
+                     keys_checked: bool = False) -> Reply:
+        """Decode one request frame and answer it; malformed JSON answers with the fallback id.
+
+        ``keys_checked``: ``raw`` lies inside a frame already checked for repeated keys (a
+        ``batch``'s requests), so the check is not paid twice."""
         try:
             request = _request_decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
@@ -99,7 +109,7 @@ class Service:
                                  InvalidRequest("malformed request: JSON nests too deeply"))
         from memoree.protocol.strictjson import duplicate_key
 
-        repeated = duplicate_key(raw)
+        repeated = None if keys_checked else duplicate_key(raw)
         if repeated is not None:  # two parsers could read two different requests from it
             return self._failure(_salvage_request_id(raw, fallback_request_id),
                                  InvalidRequest(f"malformed request: {repeated}"))
@@ -223,13 +233,16 @@ def decode_input(spec: OpSpec, raw: msgspec.Raw) -> Any:
         raise InvalidRequest(f"invalid input for {spec.name}: JSON nests too deeply") from None
     except msgspec.DecodeError as exc:  # pragma: no cover - the envelope decode already parsed it
         raise InvalidRequest(f"invalid input for {spec.name}: {exc}") from None
-    where = _integer_out_of_range(value, "$")
+    where = _integer_out_of_range(value, "$") if _LONG_DIGITS.search(bytes(raw)) else None
     if where is not None:
         raise InvalidRequest(f"invalid input for {spec.name}: integer outside the signed 64-bit range - at `{where}`")
     return value
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# Only an integer literal of 19 digits or more can fall outside the signed 64-bit range: inputs
+# without such a run of digits (nearly all) skip the walk over their typed fields.
+_LONG_DIGITS = re.compile(rb"\d{19}")
 
 
 def _integer_out_of_range(value: Any, path: str) -> str | None:

@@ -10,17 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memoree.cli.app import app
-from memoree.admin.evaluation import (
-    CorpusError,
-    EvalOptions,
-    compare_baseline,
-    evaluate,
-    macro,
-    mrr_metric,
-    ndcg_metric,
-    precision_metric,
-    recall_metric,
-)
+from memoree.admin.evaluation import CorpusError, EvalOptions, evaluate
+from memoree.admin.scoring import compare_baseline, macro, mrr_metric, ndcg_metric, precision_metric, recall_metric
 
 CORPORA = Path(__file__).resolve().parents[3] / "shared" / "eval" / "memoree-corpus"
 needs_corpus = pytest.mark.skipif(not CORPORA.is_dir(), reason="../shared/eval/memoree-corpus is not present")

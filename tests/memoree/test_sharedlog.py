@@ -118,6 +118,18 @@ class TestCatchUp:
         holds = a.service.engine.shared.lock_holds
         assert holds and holds[-1] > 0
 
+    def test_a_creation_stands_when_another_host_appended_meanwhile(self, shared_url: str, open_host: Any) -> None:
+        """A put decided while B appended is appended after B's event, which A applies first."""
+        a, b = open_host("a"), open_host("b")
+        a.put_text("first", key="p0")
+        with a.service.engine.log.transaction():
+            from_b = b.ok("artifact.put", {"kind": "note", "title": "b", "content": {"type": "text", "data": "from b"}},
+                          key="pb")
+            from_a = a.ok("artifact.put", {"kind": "note", "title": "a", "content": {"type": "text", "data": "from a"}},
+                          key="pa")
+        assert (2, 3) == (from_b["commit_seq"], from_a["commit_seq"])
+        assert a.ok("artifact.get", {"artifact_id": from_b["result"]["artifact_id"]})["ok"]
+
     def test_follower_reconnects_after_losing_postgres(self, shared_url: str, open_host: Any) -> None:
         """Killing the follower's sessions costs nothing: it reconnects and resumes from its checkpoint."""
         a, b = open_host("a"), open_host("b")

@@ -19,5 +19,5 @@ class TestDaemonBenchSmoke:
         from tools.bench import daemon
 
         rows = daemon.main(["--quick"])
-        assert 6 == len(rows)
+        assert len(rows) in (6, 7)  # the peer row needs eventsourcing installed
         assert all(row.ours > 0 and row.baseline > 0 for row in rows)

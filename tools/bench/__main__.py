@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from tools.bench import bulk, daemon, importer, locomo, peer, put, recall, search
+from tools.bench import bulk, daemon, importer, locomo, peer, put, reads, recall, search
 from tools.bench.common import Row, print_table
 
 
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     rows: list[Row] = []
     for name, runner, extra in (
         ("put", put.main, []), ("daemon", daemon.main, []), ("peer", peer.main, []),
-        ("importer", importer.main, []),
+        ("importer", importer.main, []), ("reads", reads.main, []),
         ("bulk", bulk.main, [] if args.quick else ["--n", "100000"]),
         ("search", search.main, []), ("recall", recall.main, []),
         ("locomo", locomo.main, [] if args.quick else ["--questions", "40"]),

@@ -145,6 +145,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
         in_process = service_put_rate(folder, texts(args.n))
+        from tools.bench.peer import peer_rate_in_subprocess
+
+        peer = peer_rate_in_subprocess(args.n)
     print(f"daemon CPU per put: {one_cpu:.2f} ms (1 client), {four_cpu:.2f} ms (4 clients), "
           f"{old_cpu:.2f} ms (old bench text, empty store); in-process put (old text) {in_process:.0f}/s")
     rows = [
@@ -155,6 +158,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
         Row("daemon put, 4 clients, group commit (puts/s)", four, one, "/s", "daemon, 1 client"),
         Row("daemon put, 1 client, old text (puts/s)", old_text, one, "/s", "varied texts"),
     ]
+    if peer is not None:  # pip install eventsourcing to measure it
+        rows.append(Row("daemon put, 4 clients vs eventsourcing peer", four, peer, "/s", "eventsourcing"))
     print_table(rows)
     return rows
 

@@ -44,6 +44,20 @@ def peer_rate(folder: Path, n: int) -> float | None:
     return rate(n, timed(run))
 
 
+def peer_rate_in_subprocess(n: int) -> float | None:
+    """``peer_rate`` in a fresh interpreter (the peer's class registry admits one ``Note`` per
+    process), or None when ``eventsourcing`` is not installed."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys, tempfile\nfrom pathlib import Path\nfrom tools.bench.peer import peer_rate\n"
+            "with tempfile.TemporaryDirectory() as folder:\n"
+            "    print(json.dumps(peer_rate(Path(folder), int(sys.argv[1]))))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(n)], capture_output=True, text=True, check=False)
+    return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
+
+
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)

@@ -1,0 +1,126 @@
+"""Reads beside writes through the daemon's reader pool: search throughput and a writer's rate.
+
+    python -m tools.bench.reads [--store 3000] [--seconds 5] [--quick]
+
+The daemon's store holds ``--store`` varied 1 KiB texts (the daemon benchmark's). Every client
+is its own process opening one connection per request. Rows, each measured in the same run:
+
+- 4 concurrent ``search`` clients vs 1 client (reads/s; target >= 1.7x);
+- one writer's durable ``artifact.put`` rate while 3 search clients run vs the same writer alone
+  (target >= 0.8x). 3 readers + 1 writer is the protocol's 4-connection envelope.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import random
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from memoree.client.transport import Endpoint, exchange
+from tools.bench.common import Row, print_table, rate
+from tools.bench.daemon import CTX, prefill, request, start_daemon, varied_texts
+
+__all__ = ["main"]
+
+
+def search_bodies(texts: list[str], count: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    bodies = []
+    for i in range(count):
+        words = rng.choice(texts).split()
+        query = " ".join(rng.sample(words, 2)).strip(".,").lower()
+        bodies.append(json.dumps({"v": 1, "request_id": f"s{i}", "op": "search", "context": CTX,
+                                  "input": {"query": query, "limit": 10}}).encode())
+    return bodies
+
+
+def _searcher(endpoint: Endpoint, bodies: list[bytes], seconds: float, ready: Any, go: Any, done: Any) -> None:
+    ready.release()
+    go.wait()
+    deadline, count = time.monotonic() + seconds, 0
+    while time.monotonic() < deadline:
+        reply = exchange(endpoint, bodies[count % len(bodies)])
+        if b'"ok":true' not in reply[:200]:
+            raise SystemExit(f"search failed: {reply[:300]!r}")
+        count += 1
+    done.put(count)
+
+
+def _writer(endpoint: Endpoint, bodies: list[bytes], ready: Any, go: Any, done: Any) -> None:
+    ready.release()
+    go.wait()
+    started = time.perf_counter()
+    for body in bodies:
+        reply = exchange(endpoint, body)
+        if b'"ok":true' not in reply[:200]:
+            raise SystemExit(f"put failed: {reply[:300]!r}")
+    done.put(rate(len(bodies), time.perf_counter() - started))
+
+
+def run_clients(searchers: list[tuple[Any, ...]], writer: tuple[Any, ...] | None) -> tuple[float, float | None]:
+    """Start every client together; return (searches/s over all searchers, the writer's puts/s)."""
+    context = multiprocessing.get_context("fork")
+    ready, go, searched, wrote = context.Semaphore(0), context.Event(), context.Queue(), context.Queue()
+    procs = [context.Process(target=_searcher, args=(*args, ready, go, searched)) for args in searchers]
+    if writer is not None:
+        procs.append(context.Process(target=_writer, args=(*writer, ready, go, wrote)))
+    for proc in procs:
+        proc.start()
+    for _ in procs:
+        ready.acquire()
+    started = time.perf_counter()
+    go.set()
+    counts = [searched.get(timeout=600) for _ in searchers]
+    put_rate = wrote.get(timeout=600) if writer is not None else None
+    elapsed = time.perf_counter() - started
+    for proc in procs:
+        proc.join(60)
+        if proc.exitcode:
+            raise RuntimeError("a benchmark client failed")
+    seconds = searchers[0][2] if searchers else elapsed
+    return sum(counts) / seconds if searchers else 0.0, put_rate
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", type=int, default=3000, help="artifacts in the store")
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of each search run")
+    parser.add_argument("--puts", type=int, default=400, help="the writer's puts per run")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.store, args.seconds, args.puts = 30, 0.5, 10
+    items = varied_texts(args.store + 2 * args.puts)
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, endpoint = start_daemon(Path(tmp))
+        try:
+            prefill(endpoint, items[:args.store])
+            queries = search_bodies(items[:args.store], 200, seed=7)
+            one, _ = run_clients([(endpoint, queries, args.seconds)], None)
+            four, _ = run_clients([(endpoint, queries[i::4], args.seconds) for i in range(4)], None)
+            alone_puts = [request(i, "alone", text) for i, text in enumerate(items[args.store:args.store + args.puts])]
+            _, alone = run_clients([], (endpoint, alone_puts))
+            beside_puts = [request(i, "beside", text) for i, text in enumerate(items[args.store + args.puts:])]
+            # The readers run until the writer is done: give them the writer's time and then some.
+            reader_seconds = max(args.seconds, 1.5 * len(beside_puts) / max(alone or 1.0, 1.0))
+            _, beside = run_clients([(endpoint, queries[i::3], reader_seconds) for i in range(3)],
+                                    (endpoint, beside_puts))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    rows = [
+        Row("search, 4 concurrent clients (reads/s)", four, one, "/s", "1 search client"),
+        Row("put, 1 writer beside 3 search clients (/s)", beside or 0.0, alone or 0.0, "/s", "the writer alone"),
+    ]
+    print_table(rows)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
