@@ -1,4 +1,4 @@
-"""Deciders for ``artifact.put``, ``artifact.revise`` and ``artifact.forget``: pure functions.
+"""Deciders for ``artifact.put``, ``artifact.revise``, ``artifact.append`` and ``artifact.forget``: pure.
 
 ``prepare_*`` validates the input and decodes its content (before any transaction); ``decide_*``
 turns state plus input into the one event the mutation appends, or refuses with a typed error.
@@ -14,6 +14,7 @@ from memoree.errors import ContentTooLarge, InvalidRequest, RevisionConflict
 from memoree.eventlog.cas import digest_hex
 from memoree.eventlog.events import ArtifactCreated, ArtifactForgotten, ArtifactRevised
 from memoree.inputs import (
+    ArtifactAppendInput,
     ArtifactForgetInput,
     ArtifactPutInput,
     ArtifactReviseInput,
@@ -26,9 +27,12 @@ from memoree.inputs import (
 )
 
 from .context import DecideContext, Decision
-from .state import ArtifactState, BlobRef
+from .state import AppendState, ArtifactState, BlobRef
 
 __all__ = [
+    "AppendState",
+    "compose_append",
+    "decide_append",
     "decide_forget",
     "decide_put",
     "decide_revise",
@@ -113,6 +117,46 @@ def decide_revise(
         title=inp.title if inp.title is not None else state.title,
         media_type=inp.media_type if inp.media_type is not None else state.media_type,
         blob_hash=blob.blob_hash, size_bytes=blob.size, provenance=inp.provenance, actor=inp.actor,
+    ))]
+
+
+def prepare_append(inp: ArtifactAppendInput) -> BlobRef:
+    check_id("artifact_id", inp.artifact_id)
+    check_id("if_revision", inp.if_revision)
+    check_optional_text("title", inp.title, limits.MAX_TITLE_BYTES)
+    if inp.provenance is not None:
+        check_json_object("provenance", inp.provenance, limits.MAX_METADATA_BYTES)
+    check_optional_text("actor", inp.actor, limits.MAX_ACTOR_BYTES)
+    appended = decode_content(inp.content)
+    if not appended.data:
+        raise InvalidRequest("content to append must not be empty")
+    return appended
+
+
+def compose_append(current: bytes, appended: BlobRef) -> BlobRef:
+    """The new revision's bytes: the current bytes followed by the appended ones, bounded."""
+    total = len(current) + appended.size
+    if total > limits.MAX_ARTIFACT_BYTES:
+        raise ContentTooLarge(_too_large_message(total))
+    data = current + appended.data
+    return BlobRef(data, digest_hex(data))
+
+
+def decide_append(state: AppendState, inp: ArtifactAppendInput, blob: BlobRef,
+                  ctx: DecideContext) -> list[Decision]:
+    """A revision like ``artifact.revise``'s; title and provenance default to the current ones."""
+    head = state.artifact
+    if head.status == "forgotten":
+        raise InvalidRequest(f"artifact {head.artifact_id} has been forgotten and cannot be appended to")
+    if inp.if_revision != head.head_revision_id:
+        raise _stale("artifact", head.artifact_id, head.head_revision_id, inp.if_revision)
+    return [Decision(head.artifact_id, head.stream_version + 1, ArtifactRevised(
+        artifact_id=head.artifact_id, revision_id=ctx.new_id("arev"),
+        revision_number=head.head_revision_number + 1, previous_revision_id=head.head_revision_id,
+        title=inp.title if inp.title is not None else head.title, media_type=head.media_type,
+        blob_hash=blob.blob_hash, size_bytes=blob.size,
+        provenance=inp.provenance if inp.provenance is not None else state.provenance,
+        actor=inp.actor,
     ))]
 
 

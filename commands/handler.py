@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from memoree.errors import IdempotencyConflict, InternalError, NotFound
+from memoree.errors import IdempotencyConflict, InternalError, InvalidRequest, NotFound
 from memoree.eventlog.cas import ContentStore
 from memoree.eventlog.events import Scope, event_type_name
 from memoree.eventlog.keys import NodeKey
@@ -30,6 +30,7 @@ from memoree.projections.idempotency import stored_result
 from . import artifacts, claims, facts, purge, relations
 from .context import DecideContext, Decision
 from .loaders import (
+    load_append_state,
     load_cited_revisions,
     load_claim_revision,
     load_nothing,
@@ -68,6 +69,9 @@ class Command:
     authorize: Callable[[Any, Any, Scope], None] = anyone
     stores_blob: bool = False
     signs: bool = False
+    # Content that depends on stored bytes (``artifact.append``): ``compose(cas, state, prepared)``
+    # runs after the replay check and its result replaces ``prepared`` for ``decide`` and the CAS.
+    compose: Callable[[ContentStore, Any, Any], Any] | None = None
     in_transaction: CasEffect | None = None
     after_commit: CasEffect | None = None
 
@@ -101,6 +105,19 @@ def writable_purge(state: Any, inp: Any, scope: Scope) -> None:
     writable_artifact(state.artifact if state is not None else None, inp, scope)
 
 
+def append_stored(cas: ContentStore, state: Any, appended: Any) -> Any:
+    """The appended revision's bytes: the current ones read from the CAS, then the new ones
+    (a forgotten artifact is refused first: purged bytes are gone)."""
+    head = state.artifact
+    if head.status == "forgotten":
+        raise InvalidRequest(f"artifact {head.artifact_id} has been forgotten and cannot be appended to")
+    return artifacts.compose_append(cas.get(state.blob_hash, state.size_bytes), appended)
+
+
+def writable_append(state: Any, inp: Any, scope: Scope) -> None:
+    writable_artifact(state.artifact if state is not None else None, inp, scope)
+
+
 # One entry per mutating op; the op declarations (memoree.protocol.ops) name the same ops.
 COMMANDS: Mapping[str, Command] = {
     "artifact.put": Command(prepare=artifacts.prepare_put, load=load_nothing,
@@ -108,6 +125,9 @@ COMMANDS: Mapping[str, Command] = {
     "artifact.revise": Command(prepare=artifacts.prepare_revise, load=load_target_artifact,
                                authorize=writable_artifact, decide=artifacts.decide_revise,
                                stores_blob=True),
+    "artifact.append": Command(prepare=artifacts.prepare_append, load=load_append_state,
+                               authorize=writable_append, decide=artifacts.decide_append,
+                               stores_blob=True, compose=append_stored),
     "artifact.forget": Command(prepare=artifacts.prepare_forget, load=load_target_artifact,
                                authorize=writable_artifact, decide=artifacts.decide_forget),
     "claim.assert": Command(prepare=claims.prepare_assert, load=load_cited_revisions,
@@ -187,6 +207,8 @@ class CommandHandler:
             replay = self.replay(conn, idempotency_key, request_digest)
             if replay is not None:
                 return replay
+            if command.compose is not None:
+                prepared = command.compose(self.cas, state, prepared)
             ctx = DecideContext(now=self.clock(), new_id=self.new_id, scope=scope)
             decisions = command.decide(state, inp, prepared, ctx)
             if isinstance(decisions, NoOp):

@@ -5,15 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from memoree.eventlog.events import Scope
 
 from memoree.projections.relations import find_edge
 
 from .relations import RelateState
-from .state import ArtifactState, ClaimReviseState, ClaimState, PurgeState, RevisionSize
+from .state import AppendState, ArtifactState, ClaimReviseState, ClaimState, PurgeState, RevisionSize
 
 __all__ = [
-    "load_artifact", "load_claim", "load_cited_revisions", "load_claim_revision", "load_nothing",
+    "load_append_state", "load_artifact", "load_claim", "load_cited_revisions", "load_claim_revision", "load_nothing",
     "load_purge", "load_purge_state", "load_relate", "load_revision_sizes", "load_target_artifact",
     "load_target_claim",
 ]
@@ -34,6 +36,20 @@ def load_artifact(conn: Any, artifact_id: str) -> ArtifactState | None:
         head_revision_id=head, head_revision_number=number, title=title, media_type=media_type,
         stream_version=version,
     )
+
+
+def load_append_state(conn: Any, inp: Any, prepared: Any) -> AppendState | None:
+    """The head of the artifact ``inp.artifact_id`` names and where its current bytes are."""
+    artifact_id = inp.artifact_id
+    artifact = load_artifact(conn, artifact_id)
+    if artifact is None:
+        return None
+    blob_hash, size, provenance, purged = conn.execute(
+        "SELECT r.blob_hash, r.size_bytes, r.provenance_json, a.purged_commit_seq FROM artifacts a "
+        "JOIN artifact_revisions r ON r.id = a.current_revision_id WHERE a.id = ?", (artifact_id,),
+    ).fetchone()
+    return AppendState(artifact=artifact, blob_hash=blob_hash, size_bytes=size,
+                       provenance=msgspec.json.decode(provenance), purged=purged is not None)
 
 
 def load_claim(conn: Any, claim_id: str) -> ClaimState | None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from memoree.eventlog.events import Scope
 
-__all__ = ["ArtifactState", "BlobRef", "ClaimReviseState", "ClaimState", "PurgeState", "RevisionSize"]
+__all__ = ["AppendState", "ArtifactState", "BlobRef", "ClaimReviseState", "ClaimState", "PurgeState", "RevisionSize"]
 
 
 class BlobRef(msgspec.Struct, frozen=True):
@@ -30,6 +32,16 @@ class ArtifactState(msgspec.Struct, frozen=True, kw_only=True):
     title: str
     media_type: str
     stream_version: int
+
+
+class AppendState(msgspec.Struct, frozen=True, kw_only=True):
+    """An artifact to append to: its head, where its current bytes are, and its provenance."""
+
+    artifact: ArtifactState
+    blob_hash: str
+    size_bytes: int
+    provenance: dict[str, Any]
+    purged: bool
 
 
 class ClaimState(msgspec.Struct, frozen=True, kw_only=True):

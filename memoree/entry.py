@@ -16,9 +16,11 @@ def main() -> None:
         from memoree.client.call import main as call_main
 
         sys.exit(call_main(argv[1:]))
-    from memoree.cli.app import app
+    from memoree.cli.app import app, hoist_global_options
 
-    app()
+    if not argv:  # the bare command is a request for help, not a usage error
+        argv = ["--help"]
+    app(args=hoist_global_options(argv), prog_name="memoree")
 
 
 if __name__ == "__main__":

@@ -418,3 +418,53 @@ class ArtifactPurgeInput(_Input, kw_only=True):
     artifact_id: str
     reason: str
     actor: str | None = None
+
+
+# Browsing what is stored (artifact.list, claim.list): newest first within the horizon.
+
+ListStatus = Literal["active", "forgotten", "any"]
+ClaimListStatus = Literal["current", "active", "conflicted", "superseded", "retracted", "any"]
+ProvenanceValue = str | int | bool
+
+
+class ArtifactListInput(_Input, kw_only=True):
+    """``artifact.list``: artifacts whose owner is visible at the horizon, newest revision first."""
+
+    horizon: HorizonName = "ambient"
+    reason: str | None = None
+    kind: str | None = None
+    title: str | None = None
+    provenance: dict[str, ProvenanceValue] = {}
+    status: ListStatus = "active"
+    limit: int = limits.DEFAULT_LIST_ITEMS
+    before_commit_seq: int | None = None
+
+
+class ClaimListInput(_Input, kw_only=True):
+    """``claim.list``: claims whose owner is visible at the horizon, newest revision first."""
+
+    horizon: HorizonName = "ambient"
+    reason: str | None = None
+    claim_type: ClaimType | None = None
+    status: ClaimListStatus = "current"
+    artifact_id: str | None = None
+    actor: str | None = None
+    limit: int = limits.DEFAULT_LIST_ITEMS
+    before_commit_seq: int | None = None
+
+
+__all__ += ["ArtifactListInput", "ClaimListInput"]
+
+
+class ArtifactAppendInput(_Input, kw_only=True):
+    """``artifact.append``: a new revision holding the current bytes followed by ``content``."""
+
+    artifact_id: str
+    if_revision: str
+    content: ArtifactContent
+    title: str | None = None
+    provenance: dict[str, Any] | None = None
+    actor: str | None = None
+
+
+__all__ += ["ArtifactAppendInput"]

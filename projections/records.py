@@ -104,22 +104,36 @@ class ClaimMutationResult(ClaimRecord, kw_only=True):
 
 
 _evidence_decoder = msgspec.json.Decoder(list[EvidenceRef])
-_ARTIFACT_SQL = (
+_ARTIFACT_COLUMNS = (
     "SELECT a.id, r.id, r.revision_number, a.kind, r.title, r.media_type, r.blob_hash, "
     "r.size_bytes, a.status, a.workspace_id, a.project_id, a.task_id, a.component, "
     "r.provenance_json, r.actor, a.created_at, r.created_at, r.commit_seq, a.forgotten_reason "
-    "FROM artifacts a JOIN artifact_revisions r ON r.artifact_id = a.id "
 )
-_CLAIM_SQL = (
+_ARTIFACT_SQL = _ARTIFACT_COLUMNS + "FROM artifacts a JOIN artifact_revisions r ON r.artifact_id = a.id "
+_CLAIM_COLUMNS = (
     "SELECT c.id, r.id, r.revision_number, c.claim_type, c.status, r.statement, r.confidence, "
     "r.evidence_json, c.valid_from, c.valid_until, c.workspace_id, c.project_id, c.task_id, "
     "c.component, r.actor, c.created_at, r.created_at, r.commit_seq, c.retraction_reason "
-    "FROM claims c JOIN claim_revisions r ON r.claim_id = c.id "
 )
+_CLAIM_SQL = _CLAIM_COLUMNS + "FROM claims c JOIN claim_revisions r ON r.claim_id = c.id "
+# Newest-first listings walk the revisions' commit_seq index and look each owner up by id.
+_NEWEST_ARTIFACTS_SQL = (_ARTIFACT_COLUMNS +
+                         "FROM artifact_revisions r CROSS JOIN artifacts a ON a.id = r.artifact_id ")
+_NEWEST_CLAIMS_SQL = _CLAIM_COLUMNS + "FROM claim_revisions r CROSS JOIN claims c ON c.id = r.claim_id "
 
 
 def artifact_rows(conn: Any, where: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     return conn.execute(_ARTIFACT_SQL + where, params).fetchall()
+
+
+def newest_artifact_rows(conn: Any, where: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Rows walked newest revision first (``where`` must end in ORDER BY r.commit_seq DESC)."""
+    return conn.execute(_NEWEST_ARTIFACTS_SQL + where, params).fetchall()
+
+
+def newest_claim_rows(conn: Any, where: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Rows walked newest revision first (``where`` must end in ORDER BY r.commit_seq DESC)."""
+    return conn.execute(_NEWEST_CLAIMS_SQL + where, params).fetchall()
 
 
 def artifact_from_row(row: tuple[Any, ...], cls: type[ArtifactRecord] = ArtifactRecord,

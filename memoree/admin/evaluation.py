@@ -504,8 +504,10 @@ def temporary_service() -> Iterator[Service]:
 
 
 def evaluate(corpus_dir: Path, options: EvalOptions = EvalOptions(),
-             monotonic: Callable[[], float] = time.monotonic) -> dict[str, Any]:
-    """Run the suite and return the report (``passed`` says whether the run passes)."""
+             monotonic: Callable[[], float] = time.monotonic,
+             progress: Callable[[str, int, int], None] = lambda label, done, total: None) -> dict[str, Any]:
+    """Run the suite and return the report (``passed`` says whether the run passes);
+    ``progress(label, done, total)`` hears of each step (seeding, then each case)."""
     corpus = load_corpus(corpus_dir)
     cases = [c for c in corpus.cases if not options.case_ids or c["case_id"] in options.case_ids]
     started = monotonic()
@@ -513,10 +515,12 @@ def evaluate(corpus_dir: Path, options: EvalOptions = EvalOptions(),
     slow_cases: list[str] = []
     with temporary_service() as service:
         client = Client(service)
+        progress(f"seeding {len(corpus.seeds)} records", 0, len(cases))
         seeded = seed_store(client, corpus.seeds)
         seeded_at = monotonic()
         evaluator = CaseEvaluator(client, seeded, corpus.recovery)
-        for case in cases:
+        for done, case in enumerate(cases):
+            progress("cases", done, len(cases))
             case_started = monotonic()
             runs.append(evaluator.run(case))
             if (monotonic() - case_started) * 1000 > options.case_timeout_ms:
@@ -556,10 +560,12 @@ def evaluate(corpus_dir: Path, options: EvalOptions = EvalOptions(),
     }
 
 
-def main_report(corpus_dir: Path, options: EvalOptions = EvalOptions()) -> tuple[dict[str, Any] | None, int]:
+def main_report(corpus_dir: Path, options: EvalOptions = EvalOptions(),
+                progress: Callable[[str, int, int], None] = lambda label, done, total: None,
+                ) -> tuple[dict[str, Any] | None, int]:
     """(report, exit code): 0 when passed, 1 when not, 124 on the suite deadline (no report)."""
     try:
-        report = evaluate(corpus_dir, options)
+        report = evaluate(corpus_dir, options, progress=progress)
     except SuiteTimeout:
         return None, 124
     return report, 0 if report["passed"] else 1

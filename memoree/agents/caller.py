@@ -69,18 +69,55 @@ class Sender:
     """Sends request documents exactly as ``memoree call`` does and returns decoded envelopes.
 
     Each request takes ``callcmd.run``'s path (context attached, then the daemon or the
-    in-process store); a lock serializes requests, so worker threads may share one sender.
+    in-process store); a lock serializes requests, so worker threads may share one sender. With
+    ``keep_open`` an in-process sender opens the store once for all its requests instead of once
+    per request (close it, or use it as a context manager).
     """
 
-    def __init__(self, options: callcmd.CallOptions | None = None) -> None:
+    def __init__(self, options: callcmd.CallOptions | None = None, *, keep_open: bool = False) -> None:
         self.options = options or callcmd.CallOptions()
         self._lock = threading.Lock()
+        self._keep_open = keep_open and self.options.in_process
+        self._service: Any = None
 
     def send(self, document: dict[str, Any]) -> tuple[dict[str, Any], int]:
         """One request: its envelope and the exit code ``memoree call`` would use."""
+        raw = json.dumps(document).encode("utf-8")
         with self._lock:
-            body, exit_code = callcmd.run(json.dumps(document).encode("utf-8"), self.options)
+            body, exit_code = self._send_kept(raw) if self._keep_open else callcmd.run(raw, self.options)
         return json.loads(body), exit_code
+
+    def _send_kept(self, raw: bytes) -> tuple[bytes, int]:
+        prepared = callcmd.prepare(raw)
+        if not isinstance(prepared, callcmd.Prepared):
+            return prepared
+        reply = self._kept_service().handle_bytes(prepared.raw, fallback_request_id="req_cli")
+        if reply.ok:
+            from memoree.eventlog.sealing import maybe_seal
+
+            maybe_seal(self._service.engine)
+        return reply.body, reply.exit_code
+
+    def _kept_service(self) -> Any:
+        """The store this sender keeps open (opened on first use)."""
+        if self._service is None:
+            from memoree.client.paths import data_dir
+            from memoree.service.service import Service
+
+            self._service = Service(self.options.data_dir or data_dir())
+        return self._service
+
+    def close(self) -> None:
+        with self._lock:
+            if self._service is not None:
+                self._service.close()
+                self._service = None
+
+    def __enter__(self) -> Sender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def send_many(self, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Mutation requests sent as ``batch`` requests (one transaction each); their envelopes, in
@@ -95,8 +132,14 @@ class Sender:
                    + b",".join(part) + b"]}}")
             with self._lock:
                 prepared = callcmd.Prepared(raw, request_id, False)
-                body, _ = (callcmd.send_in_process(raw, self.options.data_dir) if self.options.in_process
-                           else callcmd.send_via_daemon(prepared, self.options))
+                if self._keep_open:
+                    from memoree.eventlog.sealing import maybe_seal
+
+                    body = self._kept_service().handle_bytes(raw, fallback_request_id="req_cli").body
+                    maybe_seal(self._service.engine)
+                else:
+                    body, _ = (callcmd.send_in_process(raw, self.options.data_dir) if self.options.in_process
+                               else callcmd.send_via_daemon(prepared, self.options))
             envelope = json.loads(body)
             if envelope.get("ok"):
                 envelopes.extend(envelope["result"]["replies"])

@@ -1,375 +1,376 @@
-"""Importers from other agent memories: the MCP reference memory server's JSONL and mem0's JSON.
+"""Importing other agent memories, keeping each upstream record tracked by its own identity.
 
-Each source record becomes an artifact (the record itself, rendered as text, is the evidence),
-its observations or memory become ``observation`` claims citing the exact byte spans of that
-artifact, and mcp-memory relations become ``relation.put`` ``references`` edges between the
-entity artifacts (only when ``relation.put`` is registered; otherwise they are skipped and the
-summary says so). Everything goes through ordinary idempotent mutations whose keys derive from
-the source records, ``import_<BLAKE3 hex(logical op \\0 part)>``, and whose inputs depend only on
-the records (never on the file's path or the time), so importing a file twice leaves the log
-head unchanged. The artifact provenance names the source.
+Formats: the MCP reference memory server's ``memory.jsonl``, mem0 exports (``get_all`` results,
+graph relations included, and Platform pages), and basic-memory folders of Markdown notes
+(parsed by ``memoree.agents.import_formats``). Each record becomes an artifact whose provenance names
+its source and upstream identity; its observations become claims citing exact byte spans of the
+artifact; its links become relations between the artifacts.
+
+An import first reads what earlier imports of the same format stored in the ambient context
+(``artifact.list`` by provenance, ``claim.list`` by actor), then ``memoree.agents.import_plan`` decides
+per record: create, revise (a new artifact revision; claims revised, asserted or retracted by
+statement), or nothing. Re-importing an unchanged source writes nothing. Records the source no
+longer has are forgotten only with ``forget_missing``. Every write is an ordinary idempotent
+mutation, sent in ``batch`` requests (``Sender.send_many``: one transaction per batch) by chunks of
+records: artifacts first, then relations, then the claims, so a run cut off anywhere is completed
+by the next; the summary counts each outcome and says why anything was skipped.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blake3 import blake3
-
-from memoree.agents.caller import Sender, canonical_json, derived_key, envelope_error, new_request
+from memoree.agents import import_formats
+from memoree.agents.caller import Sender, envelope_error, new_request
 from memoree.errors import InvalidRequest
+from memoree.agents.import_formats import SourceDocument
+from memoree.agents.import_plan import (
+    Edge,
+    RecordPlan,
+    StoredArtifact,
+    StoredClaim,
+    edges,
+    import_key,
+    missing,
+    plan_records,
+    provenance,
+)
 
-__all__ = [
-    "FORMATS", "ImportSummary", "PlannedRecord", "import_file", "plan_mcp_memory", "plan_mem0",
-    "stderr_is_terminal",
-]
+__all__ = ["FORMATS", "ImportSummary", "import_source", "read_source", "stderr_is_terminal"]
 
-KEY_PREFIX = "import"
-MARKDOWN = "text/markdown; charset=utf-8"
+FORMATS: dict[str, str] = {
+    "mcp-memory": "JSONL file of the MCP reference memory server (memory.jsonl)",
+    "mem0": "JSON export of mem0 memories (get_all results, graph relations, Platform pages)",
+    "basic-memory": "folder of basic-memory Markdown notes",
+}
 _RECORD_LEVEL_CODES = {"INVALID_REQUEST", "NOT_FOUND", "CONTENT_TOO_LARGE", "SCOPE_VIOLATION",
-                       "IDEMPOTENCY_CONFLICT"}
-_TITLE_CHARS = 80
-# Records per batch: their artifacts go in one ``batch`` request (one transaction), their claims
-# in the next, so a fresh import pays one fsync per batch and an unchanged re-import one round
-# trip of replays; a killed import resumes, because every key derives from its record.
-RECORDS_PER_BATCH = 200
-
-
-@dataclass
-class PlannedClaim:
-    """A claim citing ``[start, end)`` of its record's artifact."""
-
-    statement: str
-    span: tuple[int, int]
-    key: str
-
-
-@dataclass
-class PlannedRecord:
-    """One source record: the artifact to store, the claims citing it, a name for relations."""
-
-    label: str
-    artifact_input: dict[str, Any]
-    artifact_key: str
-    claims: list[PlannedClaim] = field(default_factory=list)
-    actor: str = ""
-
-
-@dataclass
-class PlannedRelation:
-    source: str
-    target: str
-    relation_types: list[str]
-    label: str
-
-    def key(self, fmt: str) -> str:
-        part = canonical_json({"from": self.source, "to": self.target, "types": self.relation_types})
-        return derived_key(KEY_PREFIX, f"{fmt}.relation", part)
-
-
-@dataclass
-class ImportPlan:
-    records: list[PlannedRecord] = field(default_factory=list)
-    relations: list[PlannedRelation] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    read: int = 0
+                       "IDEMPOTENCY_CONFLICT", "REVISION_CONFLICT"}
+_OUTCOMES = ("created", "revised", "unchanged", "removed", "skipped", "failed")
+_PAGE = 100
+RECORDS_PER_BATCH = 200  # records whose artifacts (then claims) share one batch request
 
 
 @dataclass
 class ImportSummary:
-    """What an import did, counted per kind; ``failures`` are records the store refused."""
+    """What an import did, per kind and outcome; ``notes`` say why anything was skipped."""
 
     fmt: str
-    file: str
+    source: str
     context: dict[str, Any] | None = None
     counts: dict[str, dict[str, int]] = field(default_factory=lambda: {
-        kind: {"created": 0, "replayed": 0, "failed": 0, "skipped": 0}
-        for kind in ("artifacts", "claims", "relations")})
+        kind: dict.fromkeys(_OUTCOMES, 0) for kind in ("artifacts", "claims", "relations")})
     records_read: int = 0
     notes: list[str] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     commit_seq: int | None = None
+    forget_missing: bool = False
 
     def count(self, kind: str, outcome: str, n: int = 1) -> None:
         self.counts[kind][outcome] += n
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": self.fmt, "file": self.file, "context": self.context,
+        return {"format": self.fmt, "source": self.source, "context": self.context,
                 "records_read": self.records_read, **self.counts, "commit_seq": self.commit_seq,
-                "notes": self.notes, "failures": self.failures}
+                "forget_missing": self.forget_missing, "notes": self.notes,
+                "failures": self.failures}
 
 
-def plan_mcp_memory(raw: bytes) -> ImportPlan:
-    """Entities and relations of the MCP memory server's JSONL (one JSON object per line)."""
-    plan = ImportPlan()
-    relations: dict[tuple[str, str], set[str]] = {}
-    for number, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        plan.read += 1
-        try:
-            record = json.loads(line)
-        except ValueError:
-            plan.skipped.append(f"line {number}: not JSON")
-            continue
-        kind = record.get("type") if isinstance(record, dict) else None
-        if kind == "entity" and _valid_entity(record):
-            plan.records.append(_entity_record(record))
-        elif kind == "relation" and _valid_relation(record):
-            relations.setdefault((record["from"], record["to"]), set()).add(record["relationType"])
-        else:
-            plan.skipped.append(f"line {number}: not an entity or relation record")
-    plan.relations = [PlannedRelation(source, target, sorted(types), f"{source} -> {target}")
-                      for (source, target), types in sorted(relations.items())]
-    return plan
-
-
-def plan_mem0(raw: bytes) -> ImportPlan:
-    """Memories of a mem0 export: a JSON list (or ``{"results": [...]}``) of memory objects."""
-    try:
-        document = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidRequest(f"mem0 export is not JSON: {exc}") from None
-    if isinstance(document, dict):
-        document = document.get("results", document.get("memories"))
-    if not isinstance(document, list):
-        raise InvalidRequest('a mem0 export must be a JSON list of memories (or {"results": [...]})')
-    plan = ImportPlan(read=len(document))
-    for index, record in enumerate(document):
-        if isinstance(record, dict) and isinstance(record.get("memory"), str) and record["memory"].strip():
-            plan.records.append(_mem0_record(record))
-        else:
-            plan.skipped.append(f"item {index}: no memory text")
-    return plan
-
-
-FORMATS: dict[str, Callable[[bytes], ImportPlan]] = {"mcp-memory": plan_mcp_memory, "mem0": plan_mem0}
-
-
-def import_file(fmt: str, path: Path, sender: Sender, *, context: dict[str, Any] | None,
-                context_source: str | None, relations_supported: bool,
-                progress: bool = False) -> ImportSummary:
-    """Plan ``path`` in format ``fmt`` and send it; a store-wide failure raises its typed error."""
+def read_source(fmt: str, path: Path) -> SourceDocument:
+    """Parse ``path`` (a file, or a folder for basic-memory) in format ``fmt``."""
+    if fmt == "basic-memory":
+        return import_formats.read_basic_memory(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise InvalidRequest(f"cannot read {path}: {exc.strerror}") from None
-    plan = FORMATS[fmt](raw)
-    summary = ImportSummary(fmt=fmt, file=str(path.resolve()), context=context,
-                            records_read=plan.read)
-    summary.notes.extend(plan.skipped)
-    run = _Run(fmt, sender, summary, context, context_source)
-    steps = len(plan.records) + len(plan.relations)
-    with _Progress(progress, steps, f"importing {path.name}") as advance:
-        for start in range(0, len(plan.records), RECORDS_PER_BATCH):
-            chunk = plan.records[start:start + RECORDS_PER_BATCH]
-            run.records(chunk)
+    return import_formats.read_mcp_memory(raw) if fmt == "mcp-memory" else import_formats.read_mem0(raw)
+
+
+def import_source(fmt: str, path: Path, sender: Sender, *, context: dict[str, Any] | None,
+                  context_source: str | None, forget_missing: bool = False,
+                  progress: bool = False) -> ImportSummary:
+    """Bring the store in line with ``path``; a store-wide failure raises its typed error."""
+    if fmt not in FORMATS:
+        raise InvalidRequest(f"unknown import format {fmt!r}; one of {', '.join(FORMATS)}")
+    document = read_source(fmt, path)
+    summary = ImportSummary(fmt=fmt, source=str(path.resolve()), context=context,
+                            records_read=document.read, forget_missing=forget_missing)
+    summary.notes.extend(document.skipped)
+    wire = _Wire(sender, summary, context, context_source)
+    stored = _stored_artifacts(wire, fmt)
+    claims = _stored_claims(wire, fmt)
+    plans = plan_records(document.records, stored, claims)
+    gone = missing(document.records, stored)
+    run = _Run(fmt, wire, summary)
+    chunks = [plans[start:start + RECORDS_PER_BATCH] for start in range(0, len(plans), RECORDS_PER_BATCH)]
+    # Artifacts, then relations, then claims: a record whose claims are all stored had its edges
+    # sent before them, so an import cut off anywhere is completed by the next run (a record with
+    # claims missing is a "repair" and has its edges checked).
+    with _Progress(progress, 2 * len(plans) + len(gone), f"importing {path.name}") as advance:
+        revisions: dict[str, tuple[str, str]] = {}
+        for chunk in chunks:
+            revisions.update(run.write_artifacts(chunk))
             advance(len(chunk))
-        run.relations(plan.relations, relations_supported, advance)
+        run.relations(edges(document.records), {p.record.identity: p for p in plans})
+        for chunk in chunks:
+            run.write_claims(chunk, revisions)
+            advance(len(chunk))
+        run.gone(gone, claims, forget_missing)
+        advance(len(gone))
     return summary
 
 
-class _Run:
-    """One import's sending loop: counts outcomes and remembers the artifact of each label."""
+class _Wire:
+    """Sends requests in the frozen context and turns record-level refusals into counted failures."""
 
-    def __init__(self, fmt: str, sender: Sender, summary: ImportSummary,
-                 context: dict[str, Any] | None, context_source: str | None) -> None:
-        self.fmt, self.sender, self.summary = fmt, sender, summary
+    def __init__(self, sender: Sender, summary: ImportSummary, context: dict[str, Any] | None,
+                 context_source: str | None) -> None:
+        self.sender, self.summary = sender, summary
         self.context, self.context_source = context, context_source
-        self.artifacts: dict[str, tuple[str, str]] = {}
 
-    def records(self, records: list[PlannedRecord]) -> None:
-        """Store a run of records: their artifacts in one batch, then the claims citing them."""
-        envelopes = self.sender.send_many([self._request("artifact.put", r.artifact_input, r.artifact_key)
-                                           for r in records])
-        claims: list[tuple[str, dict[str, Any]]] = []
-        for record, envelope in zip(records, envelopes):
-            artifact = self._outcome("artifacts", record.label, "artifact.put", envelope)
-            if artifact is None:
-                self.summary.count("claims", "skipped", len(record.claims))
-                continue
-            ids = (artifact["artifact_id"], artifact["revision_id"])
-            if record.label in self.artifacts:
-                self.summary.notes.append(f"{record.label}: appears more than once; relations use the first")
-            else:
-                self.artifacts[record.label] = ids
-            for claim in record.claims:
-                payload = {"claim_type": "observation", "statement": claim.statement,
-                           "evidence": [{"artifact_id": ids[0], "revision_id": ids[1],
-                                         "start_byte": claim.span[0], "end_byte": claim.span[1]}],
-                           "actor": record.actor}
-                claims.append((record.label, self._request("claim.assert", payload, claim.key)))
-        envelopes = self.sender.send_many([document for _, document in claims])
-        for (label, _), envelope in zip(claims, envelopes):
-            self._outcome("claims", label, "claim.assert", envelope)
+    def read(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        envelope, _ = self.sender.send(new_request(op, payload, context=self.context,
+                                                   context_source=self.context_source))
+        if not envelope.get("ok"):
+            raise envelope_error(envelope)
+        return envelope["result"]
 
-    def relations(self, relations: list[PlannedRelation], supported: bool,
-                  advance: Callable[..., None]) -> None:
-        if relations and not supported:
-            self.summary.count("relations", "skipped", len(relations))
-            self.summary.notes.append(
-                f"{len(relations)} relation(s) skipped: this memoree does not offer relation.put")
-            for _ in relations:
-                advance()
-            return
-        sendable: list[tuple[str, dict[str, Any]]] = []
-        for relation in relations:
-            source, target = self.artifacts.get(relation.source), self.artifacts.get(relation.target)
-            if source is None or target is None or source == target:
-                self.summary.count("relations", "skipped")
-                why = ("an endpoint entity was not imported" if source is None or target is None
-                       else "a self-relation")
-                self.summary.notes.append(f"relation {relation.label}: skipped, {why}")
-                advance()
-            else:
-                payload = {"source_type": "artifact", "source_id": source[0], "relation": "references",
-                           "target_type": "artifact", "target_id": target[0],
-                           "metadata": {"source": self.fmt, "relation_types": relation.relation_types}}
-                sendable.append((relation.label, self._request("relation.put", payload, relation.key(self.fmt))))
-        envelopes = self.sender.send_many([document for _, document in sendable])
-        for (label, _), envelope in zip(sendable, envelopes):
-            self._outcome("relations", label, "relation.put", envelope)
-            advance()
+    def pages(self, op: str, payload: dict[str, Any], items: str) -> Iterator[dict[str, Any]]:
+        cursor = None
+        while True:
+            page = self.read(op, {**payload, "limit": _PAGE,
+                                  **({"before_commit_seq": cursor} if cursor else {})})
+            yield from page[items]
+            cursor = page.get("next_before_commit_seq")
+            if not page["truncated"] or cursor is None:
+                return
 
-    def _request(self, op: str, payload: dict[str, Any], key: str) -> dict[str, Any]:
-        return new_request(op, payload, idempotency_key=key, context=self.context,
-                           context_source=self.context_source)
+    def write_many(self, kind: str, writes: list[Write]) -> list[dict[str, Any] | None]:
+        """Send mutations in ``batch`` requests; each one's result, or None where it was refused."""
+        envelopes = self.sender.send_many([
+            new_request(w.op, w.payload, idempotency_key=w.key, context=self.context,
+                        context_source=self.context_source) for w in writes])
+        return [self._outcome(kind, write, envelope) for write, envelope in zip(writes, envelopes)]
 
-    def _outcome(self, kind: str, label: str, op: str, envelope: dict[str, Any]) -> dict[str, Any] | None:
-        """Count one request's envelope; a store-wide failure raises, a refused record is noted."""
+    def _outcome(self, kind: str, write: Write, envelope: dict[str, Any]) -> dict[str, Any] | None:
+        """Count one reply; a record-level refusal is noted, a store-wide failure raises."""
         if not envelope.get("ok"):
             error = envelope_error(envelope)
             if error.code not in _RECORD_LEVEL_CODES:
                 error.details = {**(error.details or {}), "summary": self.summary.to_json()}
                 raise error
             self.summary.count(kind, "failed")
-            self.summary.failures.append({"record": label, "op": op, "code": error.code,
+            self.summary.failures.append({"record": write.label, "op": write.op, "code": error.code,
                                           "message": error.message})
             return None
         result = envelope["result"]
-        self.summary.count(kind, "created" if result.get("created") else "replayed")
+        created = result.get("created", True)
+        self.summary.count(kind, write.outcome if created else "unchanged")
         commit_seq = envelope.get("commit_seq")
-        if isinstance(commit_seq, int):
+        if isinstance(commit_seq, int) and created:
             self.summary.commit_seq = max(self.summary.commit_seq or 0, commit_seq)
         return result
 
 
-def _valid_relation(record: dict[str, Any]) -> bool:
-    return all(isinstance(record.get(k), str) and record[k] for k in ("from", "to", "relationType"))
+@dataclass(frozen=True)
+class Write:
+    """One mutation an import sends, and the outcome it counts as when it writes."""
+
+    label: str
+    op: str
+    payload: dict[str, Any]
+    key: str
+    outcome: str
 
 
-def _valid_entity(record: dict[str, Any]) -> bool:
-    observations = record.get("observations", [])
-    return (isinstance(record.get("name"), str) and bool(record["name"].strip())
-            and isinstance(record.get("entityType", ""), str)
-            and isinstance(observations, list) and all(isinstance(o, str) for o in observations))
+def _stored_artifacts(wire: _Wire, fmt: str) -> dict[str, StoredArtifact]:
+    """Active artifacts earlier imports of ``fmt`` stored here, by upstream identity (newest wins)."""
+    stored: dict[str, StoredArtifact] = {}
+    for item in wire.pages("artifact.list", {"provenance": {"source": fmt}}, "artifacts"):
+        prov = item.get("provenance") or {}
+        identity = prov.get("external_id")
+        if isinstance(identity, str) and identity not in stored:
+            stored[identity] = StoredArtifact(identity, item["artifact_id"], item["revision_id"],
+                                              prov.get("record_blake3"))
+    return stored
 
 
-def _record_digest(record: dict[str, Any]) -> str:
-    return blake3(canonical_json(record).encode("utf-8")).hexdigest()
+def _stored_claims(wire: _Wire, fmt: str) -> dict[str, list[StoredClaim]]:
+    """Current claims earlier imports of ``fmt`` asserted here, by the artifact they cite."""
+    claims: dict[str, list[StoredClaim]] = {}
+    for item in wire.pages("claim.list", {"actor": _actor(fmt)}, "claims"):
+        if item["evidence"]:
+            claims.setdefault(item["evidence"][0]["artifact_id"], []).append(
+                StoredClaim(item["claim_id"], item["revision_id"], item["statement"]))
+    for listed in claims.values():
+        listed.reverse()  # oldest first, the order they were asserted in
+    return claims
 
 
-class _TextBuilder:
-    """Renders a record line by line and remembers the UTF-8 byte span of chosen pieces."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.size = 0
-
-    def add(self, text: str) -> tuple[int, int]:
-        start = self.size
-        self.parts.append(text)
-        self.size += len(text.encode("utf-8"))
-        return start, self.size
-
-    def text(self) -> str:
-        return "".join(self.parts)
+def _actor(fmt: str) -> str:
+    return f"import:{fmt}"
 
 
-def _entity_record(record: dict[str, Any]) -> PlannedRecord:
-    name, entity_type = record["name"], record.get("entityType", "")
-    digest = _record_digest(record)
-    builder = _TextBuilder()
-    builder.add(f"# {name}\n\nentityType: {entity_type}\n\nobservations:\n")
-    spans = []
-    for observation in record.get("observations", []):
-        builder.add("- ")
-        spans.append((observation, builder.add(observation)))
-        builder.add("\n")
-    artifact_input = {
-        "kind": "entity",
-        "title": _title(name),
-        "media_type": MARKDOWN,
-        "content": {"type": "text", "data": builder.text()},
-        "provenance": {"source": "mcp-memory", "record": "entity", "name": name,
-                       "entity_type": entity_type, "record_blake3": digest},
-    }
-    planned = PlannedRecord(label=name, artifact_input=artifact_input,
-                            artifact_key=derived_key(KEY_PREFIX, "mcp-memory.entity", canonical_json(record)),
-                            actor="import:mcp-memory")
-    for index, (observation, span) in enumerate(spans):
-        if observation.strip():
-            planned.claims.append(PlannedClaim(
-                statement=f"{name}: {observation}", span=span,
-                key=derived_key(KEY_PREFIX, "mcp-memory.observation", f"{digest}\0{index}")))
-    return planned
+class _Run:
+    """Carries out record plans in chunks of batched writes: artifacts, relations, then claims."""
 
+    def __init__(self, fmt: str, wire: _Wire, summary: ImportSummary) -> None:
+        self.fmt, self.wire, self.summary = fmt, wire, summary
+        self.artifacts: dict[str, str] = {}
+        self.created: set[str] = set()
 
-def _mem0_record(record: dict[str, Any]) -> PlannedRecord:
-    memory = record["memory"]
-    digest = _record_digest(record)
-    builder = _TextBuilder()
-    span = builder.add(memory)
-    builder.add("\n\n")
-    for name in sorted(k for k in record if k != "memory"):
-        value = record[name]
-        shown = value if isinstance(value, str) else canonical_json(value)
-        builder.add(f"{name}: {shown}\n")
-    provenance = {"source": "mem0", "record_blake3": digest}
-    provenance.update({k: record[k] for k in ("id", "user_id", "agent_id", "created_at")
-                       if isinstance(record.get(k), str)})
-    artifact_input = {
-        "kind": "memory",
-        "title": _title(memory),
-        "media_type": MARKDOWN,
-        "content": {"type": "text", "data": builder.text()},
-        "provenance": provenance,
-    }
-    return PlannedRecord(
-        label=str(record.get("id") or digest[:16]), artifact_input=artifact_input,
-        artifact_key=derived_key(KEY_PREFIX, "mem0.memory", canonical_json(record)),
-        claims=[PlannedClaim(statement=memory, span=span,
-                             key=derived_key(KEY_PREFIX, "mem0.claim", digest))],
-        actor="import:mem0")
+    def write_claims(self, plans: list[RecordPlan], revisions: dict[str, tuple[str, str]]) -> None:
+        """The claims of a chunk of records, citing each record's current revision."""
+        writes: list[Write] = []
+        for plan in plans:
+            revision = revisions.get(plan.record.identity)
+            if revision is None:
+                self.summary.count("claims", "skipped", len(plan.record.observations))
+                continue
+            writes += self._claim_writes(plan, *revision)
+        self.wire.write_many("claims", writes)
 
+    def write_artifacts(self, plans: list[RecordPlan]) -> dict[str, tuple[str, str]]:
+        """Each record's (artifact_id, revision_id) after its put or revise (or as stored)."""
+        found: dict[str, tuple[str, str]] = {}
+        writes: list[tuple[RecordPlan, Write]] = []
+        for plan in plans:
+            record, stored = plan.record, plan.stored
+            if stored is not None and plan.action in ("unchanged", "repair"):
+                self.summary.count("artifacts", "unchanged")
+                found[record.identity] = (stored.artifact_id, stored.revision_id)
+                continue
+            body = {"title": record.title, "media_type": record.media_type,
+                    "content": {"type": "text", "data": record.text},
+                    "provenance": provenance(self.fmt, record), "actor": _actor(self.fmt)}
+            if stored is None:
+                writes.append((plan, Write(record.identity, "artifact.put", {"kind": record.kind, **body},
+                                           import_key(self.fmt, "put", record.identity, record.digest()),
+                                           "created")))
+            else:
+                writes.append((plan, Write(record.identity, "artifact.revise",
+                                           {"artifact_id": stored.artifact_id, "if_revision": stored.revision_id, **body},
+                                           import_key(self.fmt, "revise", stored.revision_id, record.digest()),
+                                           "revised")))
+        results = self.wire.write_many("artifacts", [write for _, write in writes])
+        for (plan, write), result in zip(writes, results):
+            if result is not None:
+                found[plan.record.identity] = (result["artifact_id"], result["revision_id"])
+                if write.op == "artifact.put":
+                    self.created.add(plan.record.identity)
+        self.artifacts.update({identity: ids[0] for identity, ids in found.items()})
+        return found
 
-def _title(text: str) -> str:
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "untitled")
-    return first if len(first) <= _TITLE_CHARS else first[: _TITLE_CHARS - 1].rstrip() + "…"
+    def _claim_writes(self, plan: RecordPlan, artifact_id: str, revision_id: str) -> list[Write]:
+        identity, changes = plan.record.identity, plan.claims
+        self.summary.count("claims", "unchanged", len(changes.keep))
+        writes = []
+        for observation in changes.add:
+            payload = {"claim_type": observation.claim_type,
+                       **self._claim_payload(observation, artifact_id, revision_id)}
+            writes.append(Write(identity, "claim.assert", payload,
+                                import_key(self.fmt, "assert", identity, revision_id, observation.statement),
+                                "created"))
+        for observation, claim in changes.revise:
+            payload = {"claim_id": claim.claim_id, "if_revision": claim.revision_id,
+                       **self._claim_payload(observation, artifact_id, revision_id)}
+            writes.append(Write(identity, "claim.revise", payload,
+                                import_key(self.fmt, "revise-claim", claim.revision_id, revision_id,
+                                           observation.statement), "revised"))
+        writes += [self._retraction(identity, claim, "the observation was removed from the source")
+                   for claim in changes.retract]
+        return writes
+
+    def gone(self, artifacts: list[StoredArtifact], claims: dict[str, list[StoredClaim]],
+             forget: bool) -> None:
+        """Stored records the source no longer has: noted, or (``forget``) forgotten with their claims."""
+        if not forget:
+            for artifact in artifacts:
+                self.summary.count("artifacts", "skipped")
+                self.summary.notes.append(f"{artifact.identity}: no longer in the source; kept "
+                                          "(import with --forget-missing to forget it)")
+            return
+        self.wire.write_many("claims", [
+            self._retraction(a.identity, claim, "the record was removed from the source")
+            for a in artifacts for claim in claims.get(a.artifact_id, [])])
+        self.wire.write_many("artifacts", [
+            Write(a.identity, "artifact.forget", {"artifact_id": a.artifact_id, "reason": "removed from the source",
+                                                  "actor": _actor(self.fmt)},
+                  import_key(self.fmt, "forget", a.revision_id), "removed") for a in artifacts])
+
+    def relations(self, planned: list[Edge], plans: dict[str, RecordPlan]) -> None:
+        """Send the edges a created or revised source (or a created target) may lack."""
+        existing: dict[str, dict[tuple[str, str], Any]] = {}
+        writes: list[Write] = []
+        for edge in planned:
+            source, target = self.artifacts.get(edge.source), self.artifacts.get(edge.target)
+            if source is None or target is None:
+                self.summary.count("relations", "skipped")
+                self.summary.notes.append(f"relation {edge.source} -> {edge.target}: an endpoint was not imported")
+                continue
+            action = plans[edge.source].action
+            if action == "unchanged" and edge.target not in self.created:
+                self.summary.count("relations", "unchanged")
+                continue
+            if action in ("revise", "repair"):
+                present = existing.setdefault(edge.source, self._outgoing(source))
+                metadata = present.get((target, edge.relation))
+                if metadata is not None:
+                    same = metadata == edge.metadata(self.fmt)
+                    self.summary.count("relations", "unchanged" if same else "skipped")
+                    if not same:
+                        self.summary.notes.append(
+                            f"relation {edge.source} -> {edge.target}: the upstream types changed; "
+                            "relations are immutable, the first edge is kept")
+                    continue
+            payload = {"source_type": "artifact", "source_id": source, "relation": edge.relation,
+                       "target_type": "artifact", "target_id": target, "metadata": edge.metadata(self.fmt)}
+            writes.append(Write(f"{edge.source} -> {edge.target}", "relation.put", payload,
+                                import_key(self.fmt, "relation", edge.source, edge.target, edge.relation,
+                                           list(edge.upstream_types)), "created"))
+        self.wire.write_many("relations", writes)
+
+    def _outgoing(self, artifact_id: str) -> dict[tuple[str, str], Any]:
+        found = {}
+        for item in self.wire.pages("relation.list", {"entity_type": "artifact", "entity_id": artifact_id,
+                                                      "direction": "outgoing"}, "relations"):
+            found[(item["target_id"], item["relation"])] = item["metadata"]
+        return found
+
+    def _claim_payload(self, observation: Any, artifact_id: str, revision_id: str) -> dict[str, Any]:
+        start, end = observation.span
+        return {"statement": observation.statement,
+                "evidence": [{"artifact_id": artifact_id, "revision_id": revision_id,
+                              "start_byte": start, "end_byte": end}],
+                "actor": _actor(self.fmt)}
+
+    def _retraction(self, label: str, claim: StoredClaim, reason: str) -> Write:
+        return Write(label, "claim.retract", {"claim_id": claim.claim_id, "reason": reason, "actor": _actor(self.fmt)},
+                     import_key(self.fmt, "retract", claim.revision_id), "removed")
 
 
 class _Progress:
-    """A rich progress bar on stderr when it is a terminal; otherwise a no-op ``advance``."""
+    """A rich progress bar with counts on stderr when it is a terminal; otherwise a no-op."""
 
     def __init__(self, enabled: bool, total: int, label: str) -> None:
         self.enabled, self.total, self.label = enabled and total > 0, total, label
         self._bar: Any = None
 
-    def __enter__(self) -> Callable[..., None]:
+    def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
-            return lambda steps=1: None
+            return lambda n=1: None
         from rich.console import Console
-        from rich.progress import Progress
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self._bar = Progress(console=Console(stderr=True), transient=True)
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TimeRemainingColumn(), console=Console(stderr=True), transient=True)
         self._bar.start()
         task = self._bar.add_task(self.label, total=self.total)
-        return lambda steps=1: self._bar.advance(task, steps)
+        return lambda n=1: self._bar.advance(task, n)
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:

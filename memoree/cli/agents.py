@@ -1,6 +1,6 @@
 """Agent-integration commands: ``mcp``, ``remember``, ``checkpoint``, ``pending``, ``compiler``, ``import``.
 
-``memoree.cli.app`` calls ``register`` once; the commands here are caller-side compositions, not
+``memoree.cli`` calls ``register`` once; the commands here are caller-side compositions, not
 protocol ops, so none of them appears in ``capabilities``. Each prints one JSON document on
 stdout shaped like a protocol envelope (``ok``, then ``result`` or a typed ``error``) and exits with
 the error class's code; diagnostics and progress go to stderr. Heavy modules (the MCP SDK, rich)
@@ -46,17 +46,27 @@ class _Commands:
         compiler_app.command("status")(self.compiler_status)
         import_app.command("mcp-memory")(self.import_mcp_memory)
         import_app.command("mem0")(self.import_mem0)
+        import_app.command("basic-memory")(self.import_basic_memory)
         app.add_typer(pending_app, name="pending")
         app.add_typer(compiler_app, name="compiler")
         app.add_typer(import_app, name="import")
 
     # -- mcp ---------------------------------------------------------------------------------
 
-    def mcp(self) -> None:
-        """Serve the protocol as MCP tools over stdio (register with: claude mcp add memoree -- memoree mcp)."""
+    def mcp(
+        self,
+        project: Optional[Path] = typer.Option(None, "--project", help="Act in the project whose .memoree.toml is at or above DIR (for hosts that start servers anywhere).", metavar="DIR"),
+        context: Optional[str] = typer.Option(None, "--context", help='Act in this context: JSON {"workspace_id": ..., "project_id": ..., "task_id"?: ...}.', metavar="JSON"),
+    ) -> None:
+        """Serve the protocol as MCP tools, resources and prompts over stdio (see README: MCP)."""
+        from memoree.errors import ConfigError
         from memoree.agents.mcp_server import run
 
-        run(self.options.call_options())
+        try:
+            run(self.options.call_options(), project=project, context_json=context)
+        except ConfigError as exc:
+            sys.stderr.write(f"memoree mcp: {exc.message}\n")
+            raise typer.Exit(exc.exit_code) from None
 
     # -- remember ----------------------------------------------------------------------------
 
@@ -188,28 +198,43 @@ class _Commands:
 
     # -- import ------------------------------------------------------------------------------
 
-    def import_mcp_memory(self, file: Path = typer.Argument(..., help="JSONL file of the MCP memory server.")) -> None:
-        """Import entities, observations and relations from the MCP memory server's JSONL."""
-        self._import("mcp-memory", file)
+    def import_mcp_memory(
+        self,
+        file: Path = typer.Argument(..., help="memory.jsonl of the MCP reference memory server."),
+        forget_missing: bool = typer.Option(False, "--forget-missing", help="Forget imported entities the file no longer has."),
+    ) -> None:
+        """Import entities (by name), observations and relations from the MCP memory server's JSONL."""
+        self._import("mcp-memory", file, forget_missing)
 
-    def import_mem0(self, file: Path = typer.Argument(..., help="JSON export of mem0 memories.")) -> None:
-        """Import memories from a mem0 JSON export."""
-        self._import("mem0", file)
+    def import_mem0(
+        self,
+        file: Path = typer.Argument(..., help="JSON export of mem0 memories (get_all output or a Platform page)."),
+        forget_missing: bool = typer.Option(False, "--forget-missing", help="Forget imported memories the export no longer has."),
+    ) -> None:
+        """Import memories (by id) and graph relations from a mem0 JSON export."""
+        self._import("mem0", file, forget_missing)
 
-    def _import(self, fmt: str, file: Path) -> None:
+    def import_basic_memory(
+        self,
+        folder: Path = typer.Argument(..., help="Folder of basic-memory Markdown notes."),
+        forget_missing: bool = typer.Option(False, "--forget-missing", help="Forget imported notes the folder no longer has."),
+    ) -> None:
+        """Import basic-memory notes (by permalink): observations as claims, relations as edges, tags kept."""
+        self._import("basic-memory", folder, forget_missing)
+
+    def _import(self, fmt: str, source: Path, forget_missing: bool) -> None:
         from memoree.agents import importers
         from memoree.agents.caller import Sender
         from memoree.errors import NoAmbientContext, error_class_for_code
-        from memoree.protocol.ops import OPS
 
         def work() -> dict[str, Any]:
             frozen = _freeze()
             if frozen is None:
                 raise NoAmbientContext("no ambient memory context could be resolved")
-            summary = importers.import_file(
-                fmt, file.expanduser(), Sender(self.options.call_options()), context=frozen[0],
-                context_source=frozen[1], relations_supported="relation.put" in OPS,
-                progress=importers.stderr_is_terminal())
+            with Sender(self.options.call_options(), keep_open=True) as sender:
+                summary = importers.import_source(
+                    fmt, source.expanduser(), sender, context=frozen[0], context_source=frozen[1],
+                    forget_missing=forget_missing, progress=importers.stderr_is_terminal())
             if summary.failures:
                 first = summary.failures[0]
                 raise error_class_for_code(first["code"])(

@@ -8,7 +8,7 @@ commands on the one app in ``memoree.cli.common``, so the imports below run in t
 
 from __future__ import annotations
 
-from memoree.cli.common import OPTIONS, app
+from memoree.cli.common import OPTIONS, app, hoist_global_options
 
 from memoree.cli import core  # noqa: E402,F401,I001 - each import registers its commands, in order
 from memoree.cli import entities  # noqa: E402,F401
@@ -21,4 +21,4 @@ from memoree.cli import retrieval  # noqa: E402,F401
 from memoree.cli import facts  # noqa: E402,F401
 from memoree.cli import backup  # noqa: E402,F401
 
-__all__ = ["app"]
+__all__ = ["app", "hoist_global_options"]

@@ -74,15 +74,73 @@ def main(
     endpoint: Optional[str] = typer.Option(None, "--endpoint", envvar="MEMOREE_ENDPOINT", help="Daemon endpoint: unix://PATH or tcp://127.0.0.1:PORT."),
     no_autostart: bool = typer.Option(False, "--no-autostart", help="Never start the default daemon (also MEMOREE_NO_AUTOSTART=1)."),
     in_process: bool = typer.Option(False, "--in-process", help="Open the store in this process instead of using the daemon."),
-    human: bool = typer.Option(False, "--human", help="Print a readable table or Markdown instead of the JSON envelope."),
+    human: bool = typer.Option(False, "--human", help="Print a readable table or Markdown instead of the JSON envelope (errors on stderr)."),
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True,
+                                 callback=lambda value: print_version() if value else None),
 ) -> None:
-    """memoree: local, event-sourced memory for AI agents."""
+    """memoree: local, event-sourced memory for AI agents.
+
+    Global options may also follow the command: `memoree search "x" --human`.
+    """
     OPTIONS.data_dir = data_dir
     OPTIONS.pretty = pretty
     OPTIONS.endpoint = endpoint
     OPTIONS.autostart = not no_autostart
     OPTIONS.in_process = in_process
     OPTIONS.human = human
+
+
+def print_version() -> None:
+    from memoree import __version__
+
+    typer.echo(f"memoree {__version__}")
+    raise typer.Exit(0)
+
+
+@app.command("version")
+def version_command() -> None:
+    """Print the version (also: memoree --version)."""
+    print_version()
+
+
+# The root's options, by how many values each takes, that may also follow a sub-command.
+GLOBAL_OPTIONS = {"--pretty": 0, "--human": 0, "--in-process": 0, "--no-autostart": 0,
+                  "--data-dir": 1, "--endpoint": 1}
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """Move root options written after the sub-command to the front, unless that command has an
+    option of the same name (``backup restore --data-dir`` keeps its own); ``--`` ends the scan."""
+    import typer.main
+
+    command: Any = typer.main.get_command(app)
+    path: list[str] = []
+    rest = list(argv)
+    while rest and not rest[0].startswith("-") and rest[0] in getattr(command, "commands", {}):
+        command = command.commands[rest[0]]
+        path.append(rest.pop(0))
+    if not path:
+        return argv
+    own = {name for param in getattr(command, "params", []) for name in getattr(param, "opts", [])}
+    hoisted: list[str] = []
+    kept: list[str] = []
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        if word == "--":
+            kept += rest[index:]
+            break
+        name, _, inline = word.partition("=")
+        arity = GLOBAL_OPTIONS.get(name)
+        has_value = arity == 0 or bool(inline) or index + 1 < len(rest)
+        if arity is not None and name not in own and has_value:
+            take = 1 if inline or arity == 0 else 2
+            hoisted += rest[index:index + take]
+            index += take
+            continue
+        kept.append(word)
+        index += 1
+    return [*hoisted, *path, *kept]
 
 
 def new_request_id() -> str:
@@ -112,11 +170,12 @@ def _nothing_to_show() -> Any:
 
 
 def emit(body: bytes) -> None:
-    """Print an envelope: compact JSON, ``--pretty`` JSON, or ``--human`` text."""
+    """Print an envelope: compact JSON, ``--pretty`` JSON, or ``--human`` text (errors on stderr)."""
     if OPTIONS.human:
         from memoree.cli.render import render
 
-        typer.echo(render(json.loads(body)))
+        envelope = json.loads(body)
+        typer.echo(render(envelope), err=not envelope.get("ok"))
         return
     if OPTIONS.pretty:
         body = json.dumps(json.loads(body), indent=2, ensure_ascii=False).encode()
@@ -146,6 +205,15 @@ def content_of(data: bytes) -> dict[str, str]:
         return {"type": "base64", "data": base64.b64encode(data).decode("ascii")}
 
 
+def default_title(path: str, data: bytes) -> str:
+    """A Markdown file's first heading, else the file's name ('stdin' for -)."""
+    if path.endswith((".md", ".markdown")):
+        for line in data.decode("utf-8", "replace").splitlines():
+            if line.startswith("# ") and line[2:].strip():
+                return line[2:].strip()[:200]
+    return "stdin" if path == "-" else Path(path).name
+
+
 def guess_media_type(path: str) -> str:
     if path == "-":
         return "text/plain; charset=utf-8"
@@ -162,7 +230,7 @@ def print_document(document: dict[str, Any]) -> None:
     if OPTIONS.human and "ok" in document:
         from memoree.cli.render import render
 
-        typer.echo(render(document))
+        typer.echo(render(document), err=not document["ok"])
         return
     indent = 2 if OPTIONS.pretty else None
     separators = None if indent else (",", ":")

@@ -22,6 +22,7 @@ from memoree.cli.common import (
     artifact_app,
     claim_app,
     content_of,
+    default_title,
     drop_none,
     emit,
     guess_media_type,
@@ -34,14 +35,14 @@ from memoree.cli.common import (
 def artifact_put(
     path: str = typer.Argument(..., help="File to store, or - for stdin."),
     kind: str = typer.Option("document", "--kind", help="Free-form kind, e.g. decision, runbook."),
-    title: Optional[str] = typer.Option(None, "--title", help="Title (default: the source path or 'stdin')."),
+    title: Optional[str] = typer.Option(None, "--title", help="Title (default: a Markdown file's first heading, else the file's name, or 'stdin')."),
     media_type: Optional[str] = typer.Option(None, "--media-type", help="Media type (default: guessed)."),
     idempotency_key: Optional[str] = IdemOption,
 ) -> None:
     """Store a file (or stdin) as a new artifact."""
     data, source = read_source(path)
     send("artifact.put", {
-        "kind": kind, "title": title or source, "media_type": media_type or guess_media_type(path),
+        "kind": kind, "title": title or default_title(path, data), "media_type": media_type or guess_media_type(path),
         "content": content_of(data), "provenance": {"source": source},
     }, idempotency_key=idempotency_key)
 

@@ -7,11 +7,11 @@ TTY, so piped and CI runs stay clean.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Reporter", "busy", "progress_reporter"]
+__all__ = ["Reporter", "busy", "counting", "progress_reporter"]
 
 
 class Reporter:
@@ -54,3 +54,20 @@ def busy(description: str) -> Iterator[None]:
 
     with Console(stderr=True).status(description):
         yield
+
+
+@contextmanager
+def counting(description: str) -> Iterator[Callable[[str, int, int], None]]:
+    """Yield ``update(label, done, total)`` for work whose size is learnt on the way (a bar with
+    ``done/total`` counts on a TTY stderr; nothing otherwise)."""
+    if not sys.stderr.isatty():
+        yield lambda label, done, total: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=None)
+        yield lambda label, done, total: bar.update(task, description=f"{description}: {label}",
+                                                    completed=done, total=total)

@@ -10,7 +10,7 @@ from typing import Any
 
 __all__ = ["render"]
 
-_LIST_FIELDS = ("hits", "claims", "artifact_refs", "revisions", "relations", "conflicts", "leads",
+_LIST_FIELDS = ("hits", "claims", "artifact_refs", "artifacts", "revisions", "relations", "conflicts", "leads",
                 "facts", "checkpoints", "projections", "issues", "operations")
 _COLUMNS = ("artifact_id", "claim_id", "relation_id", "case_id", "revision_number", "status", "state",
             "relation", "kind", "claim_type", "title", "statement", "citation", "score", "commit_seq",
@@ -35,8 +35,10 @@ def render(envelope: dict[str, Any]) -> str:
         for field in _LIST_FIELDS:
             rows = result.get(field)
             if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
-                parts.append(_table(field, rows))
-        scalars = {k: v for k, v in result.items() if not isinstance(v, (dict, list))}
+                special = _SPECIAL.get(field) if field != "conflicts" or "source" in rows[0] else None
+                parts.append(special(rows) if special else _table(field, rows))
+        scalars = {k: v for k, v in result.items()
+                   if not isinstance(v, (dict, list)) and not (parts and k in _NOISE)}
         if scalars or not parts:
             parts.insert(0, _key_values(scalars or result))
     else:
@@ -44,6 +46,81 @@ def render(envelope: dict[str, Any]) -> str:
     if envelope.get("commit_seq") is not None:
         parts.append(f"commit_seq: {envelope['commit_seq']}")
     return "\n\n".join(parts)
+
+
+# Scalars that only add noise next to a list of results.
+_NOISE = {"retrieval_mode", "qualification_applied", "unqualified_candidate_count",
+          "best_unqualified_coverage", "content_is_untrusted", "candidate_claims_truncated",
+          "candidate_artifact_refs_truncated", "unqualified_claim_candidates",
+          "unqualified_artifact_candidates", "include_stale", "horizon"}
+
+
+def _hits(rows: list[dict[str, Any]]) -> str:
+    """Search hits as a numbered list: kind and status, title or statement, excerpt, id."""
+    lines = [f"{len(rows)} hit(s)"]
+    for number, hit in enumerate(rows, 1):
+        kind = hit.get("entity_type", "")
+        excerpt = _excerpt_text(hit.get("excerpt"))
+        heading = excerpt if kind == "claim" and excerpt else hit.get("title", "")
+        label = hit.get("title", "").removesuffix(" claim") if kind == "claim" else kind
+        lines.append(f"{number:>2}. [{label}, {hit.get('status', '')}] {_short(heading)}  ({hit.get('entity_id', '')})")
+        if excerpt and kind != "claim":
+            lines.append(f"    {_short(excerpt, 140)}")
+    return "\n".join(lines)
+
+
+def _claims(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{len(rows)} claim(s)"]
+    for number, claim in enumerate(rows, 1):
+        lines.append(f"{number:>2}. [{claim.get('claim_type', '')}, {claim.get('status', '')}] "
+                     f"{_short(claim.get('statement', ''), 140)}  ({claim.get('claim_id', '')})")
+        excerpt = next((_excerpt_text(e) for e in claim.get("evidence_excerpts", []) or []), None)
+        if excerpt:
+            lines.append(f"    evidence: {_short(excerpt, 130)}")
+    return "\n".join(lines)
+
+
+def _artifacts(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{len(rows)} artifact(s)"]
+    for number, item in enumerate(rows, 1):
+        revision = f" r{item['revision_number']}" if "revision_number" in item else ""
+        kind = item.get("kind") or item.get("status", "")
+        lines.append(f"{number:>2}. {_short(item.get('title', ''))}  ({kind}{revision}, {item.get('artifact_id', '')})")
+        excerpt = _excerpt_text(item.get("excerpt"))
+        if excerpt:
+            lines.append(f"    {_short(excerpt, 140)}")
+    return "\n".join(lines)
+
+
+def _conflicts(rows: list[dict[str, Any]]) -> str:
+    """Each conflict case as its two claims side by side."""
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="conflicts", show_lines=True)
+    for column in ("case", "state", "source claim", "target claim"):
+        table.add_column(column, overflow="fold")
+    for case in rows:
+        sides = []
+        for side in (case.get("source") or {}, case.get("target") or {}):
+            claim = side.get("current") or side.get("frozen") or {}
+            sides.append(f"{claim.get('statement', '')}\n({side.get('claim_id', '')}, {claim.get('status', '')})")
+        table.add_row(case.get("case_id", ""), case.get("state", ""), *sides)
+    buffer = StringIO()
+    Console(file=buffer, width=160, color_system=None).print(table)
+    return buffer.getvalue().rstrip()
+
+
+def _excerpt_text(excerpt: Any) -> str | None:
+    if isinstance(excerpt, dict):
+        excerpt = excerpt.get("text") or excerpt.get("content")
+    return excerpt if isinstance(excerpt, str) and excerpt.strip() else None
+
+
+_SPECIAL = {"hits": _hits, "claims": _claims, "artifact_refs": _artifacts, "artifacts": _artifacts,
+            "conflicts": _conflicts}
 
 
 def _key_values(document: dict[str, Any]) -> str:

@@ -161,11 +161,11 @@ def eval_command(
 
     options = EvalOptions(case_ids=tuple(case or ()), case_timeout_ms=case_timeout_ms,
                           suite_timeout_ms=suite_timeout_ms)
-    from memoree.cli.progress import busy
+    from memoree.cli.progress import counting
 
     try:
-        with busy(f"eval {corpus_dir.name} …"):
-            report, exit_code = main_report(corpus_dir.expanduser().resolve(), options)
+        with counting(f"eval {corpus_dir.name}") as progress:
+            report, exit_code = main_report(corpus_dir.expanduser().resolve(), options, progress)
     except (CorpusError, OSError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

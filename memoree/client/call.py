@@ -201,7 +201,7 @@ def _parse_args(argv: list[str]) -> CallOptions | None:
 
 
 def main(argv: list[str]) -> int:
-    if argv and argv[0] in ("-h", "--help"):
+    if "-h" in argv or "--help" in argv:
         print(USAGE)
         print("Reads one JSON request from stdin and prints one JSON response envelope.")
         print("  --endpoint EP     unix://PATH or tcp://127.0.0.1:PORT (default: the local daemon)")

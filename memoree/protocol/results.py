@@ -16,6 +16,7 @@ from memoree.projections.records import (
     ClaimRecord,
 )
 from memoree.projections.relations import RelationMutationResult
+from memoree.queries.browse import ArtifactList, ClaimList
 from memoree.queries.citations import CitationResult
 from memoree.queries.conflicts import ConflictList
 from memoree.queries.context_build import ContextBuildResult
@@ -32,7 +33,7 @@ RESULT_TYPES: dict[str, Any] = {tp.__name__: tp for tp in (
     ArtifactMutationResult, ArtifactRecord, ArtifactHistory, ClaimMutationResult, ClaimRecord,
     ClaimHistory, RelationMutationResult, RelationList, ConflictList, SearchResult, RecallResult,
     ContextBuildResult, ProbeResult, CitationResult, RetrieveResult, BandMutationResult,
-    FactAttestResult,
+    FactAttestResult, ArtifactList, ClaimList,
 )}
 
 

@@ -188,8 +188,9 @@ _AGENT_SECTION = [
     "",
     "## Agent integration",
     "- `memoree mcp` serves the agent-facing operations above as MCP tools over stdio, named with `_` for `.` "
-    "(`artifact_put`); each returns the same envelope. A mutating tool takes an optional "
-    "`idempotency_key`; without one, an identical call replays the first result.",
+    "(`artifact_put`); each returns the envelope as structured content and a short summary as text. "
+    "A mutating tool takes an optional `idempotency_key`; without one, an identical call replays the "
+    "first result. Start it with `--project DIR` or `--context JSON` when the host runs it outside the project.",
     "- `memoree remember`, `memoree checkpoint` and `memoree pending` are caller-side commands, "
     "not operations: `remember` previews (or with `--apply` writes) an artifact plus claims whose "
     "quotes it verified to exact bytes; `checkpoint` keeps a private per-session note that no "

@@ -14,10 +14,12 @@ if TYPE_CHECKING:
     from memoree.inputs import (
         ArtifactGetInput,
         ArtifactHistoryInput,
+        ArtifactListInput,
         BackupCreateInput,
         CitationGetInput,
         ClaimGetInput,
         ClaimHistoryInput,
+        ClaimListInput,
         ConflictListInput,
         ContextBuildInput,
         FactRecallInput,
@@ -34,8 +36,8 @@ if TYPE_CHECKING:
     from memoree.service.service import Service
 
 __all__ = [
-    "artifact_get", "artifact_history", "backup_create", "band_list", "capabilities", "citation_get",
-    "claim_get", "claim_history", "conflict_list", "context_build", "context_resolve", "doctor",
+    "artifact_get", "artifact_history", "artifact_list", "backup_create", "band_list", "capabilities", "citation_get",
+    "claim_get", "claim_history", "claim_list", "conflict_list", "context_build", "context_resolve", "doctor",
     "fact_identity", "fact_recall", "instructions", "memory_probe", "memory_recall", "memory_retrieve",
     "batch", "read_scope", "receipt_verify", "relation_list", "schema", "search", "verify",
 ]
@@ -112,6 +114,21 @@ def backup_create(service: Service, request: Request, inp: BackupCreateInput) ->
 
     check_text("destination", inp.destination, 4096)
     return backup.create(service.engine, Path(inp.destination))
+
+
+# --- browsing --------------------------------------------------------------------------------------
+
+
+def artifact_list(service: Service, request: Request, inp: ArtifactListInput) -> Any:
+    from memoree.queries.browse import artifact_list as browse
+
+    return browse(service.engine.conn, request.context.scope(), inp)
+
+
+def claim_list(service: Service, request: Request, inp: ClaimListInput) -> Any:
+    from memoree.queries.browse import claim_list as browse
+
+    return browse(service.engine.conn, request.context.scope(), inp)
 
 
 # --- exact reads ----------------------------------------------------------------------------------

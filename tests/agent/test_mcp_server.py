@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from memoree.client.transport import Endpoint, probe
-from memoree.agents.mcp_server import AGENT_OPS, build_tools, derived_tool_key, input_schema, tool_request
+from memoree.agents.mcp_server import AGENT_OPS, build_tools, derived_tool_key, input_schema, summarize, tool_request
 from memoree.protocol.ops import OPS
 from tests.agent.conftest import CTX, MEMOREE, Cli
 
@@ -41,8 +41,8 @@ def run_client(env: dict[str, str], cwd: Path, script: Callable[[Any], Awaitable
 
 def envelope_of(result: Any) -> dict[str, Any]:
     envelope = result.structured_content
-    assert envelope == json.loads(result.content[0].text)
     assert result.is_error is (not envelope["ok"])
+    assert len(result.content[0].text) < 2000 and not result.content[0].text.startswith("{")
     return envelope
 
 
@@ -82,12 +82,32 @@ class TestToolCatalogue:
     def test_input_schemas_come_from_the_msgspec_types(self) -> None:
         """A tool's schema is the op's msgspec schema with its root inlined, plus idempotency_key for mutations."""
         generated = msgspec.json.schema(OPS["claim.assert"].input_type)
-        schema = input_schema(OPS["claim.assert"].input_type, mutating=True)
+        schema = input_schema(OPS["claim.assert"].input_type, mutating=True, op="claim.assert")
         root = generated["$defs"]["ClaimAssertInput"]
         assert ("object", False, root["required"]) == (schema["type"], schema["additionalProperties"], schema["required"])
         assert set(root["properties"]) | {"idempotency_key"} == set(schema["properties"])
-        assert schema["$defs"]["EvidenceLocator"] == generated["$defs"]["EvidenceLocator"]
+        locator = schema["$defs"]["EvidenceLocator"]
+        assert generated["$defs"]["EvidenceLocator"]["required"] == locator["required"]
+        assert {name: prop.get("type") for name, prop in generated["$defs"]["EvidenceLocator"]["properties"].items()} == {
+            name: prop.get("type") for name, prop in locator["properties"].items()}
         assert "idempotency_key" not in input_schema(OPS["claim.get"].input_type, mutating=False)["properties"]
+
+    def test_content_is_an_object_and_a_string_is_text(self) -> None:
+        """content is typed object (generic clients send an object); a plain string is taken as text."""
+        (put,) = [t for t in build_tools() if t.op == "artifact.put"]
+        assert "object" == put.input_schema["properties"]["content"]["type"]
+        request = tool_request(put, {"kind": "k", "title": "t", "content": "plain words"})
+        assert {"type": "text", "data": "plain words"} == request["input"]["content"]
+
+    def test_summaries_are_short_and_not_the_json_again(self) -> None:
+        """The text content names the outcome in a few lines; errors give code, message and hint."""
+        envelope = {"ok": True, "commit_seq": 3, "result": {"artifact_id": "art_1", "revision_id": "arev_1", "created": True}}
+        assert "artifact.put done at commit_seq 3: art_1 arev_1." == summarize("artifact.put", envelope)
+        hits = {"ok": True, "result": {"claims": [{"statement": "SQLite is authoritative", "status": "active",
+                                                   "claim_id": "clm_1"}]}}
+        assert "memory.recall: 1 claims.\n- SQLite is authoritative [active] (clm_1)" == summarize("memory.recall", hits)
+        failed = {"ok": False, "error": {"code": "NOT_FOUND", "message": "not found: artifact x", "hint": "h"}}
+        assert "NOT_FOUND: not found: artifact x Hint: h" == summarize("artifact.get", failed)
 
     def test_mutation_keys_are_derived_unless_given(self) -> None:
         """Without idempotency_key the key derives from op and arguments; a given key is used as is."""
@@ -110,7 +130,7 @@ class TestMcpServer:
         assert (True, 1, True) == (put["ok"], put["commit_seq"], put["result"]["created"])
         assert (2, False, 1) == (claim["commit_seq"], retry["result"]["created"], retry["commit_seq"])
         assert claim["result"]["claim_id"] in json.dumps(read["result"])
-        assert outcome["bad"].is_error and "INVALID_REQUEST" in outcome["bad"].content[0].text
+        assert outcome["bad"].is_error and outcome["bad"].content[0].text.startswith("INVALID_REQUEST")
         assert 2 == cli.head()
 
     def test_requests_go_to_the_daemon_by_default(self, cli: Cli, tmp_path: Path) -> None:
@@ -141,6 +161,197 @@ def test_the_sdk_is_imported_only_by_the_mcp_command(module: str) -> None:
     code = f"import sys, {module}; print('mcp' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "False" == result.stdout.strip(), result.stderr
+
+
+def project_server(cli: Cli) -> tuple[dict[str, str], Path, Path]:
+    """An initialized project, and a host folder without a marker to start the server from."""
+    project, host = cli.root / "project", cli.root / "host"
+    project.mkdir()
+    host.mkdir()
+    env = {k: v for k, v in server_env(cli).items() if k != "MEMOREE_CONTEXT"}
+    subprocess.run([*MEMOREE, "init", "--directory", str(project)], env=env, cwd=project, check=True,
+                   capture_output=True, timeout=60)
+    return env, project, host
+
+
+def run_in(env: dict[str, str], cwd: Path, args: list[str], script: Callable[[Any], Awaitable[Any]]) -> Any:
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=[*MEMOREE[1:], "mcp", *args], env=env, cwd=str(cwd))
+
+    async def main() -> Any:
+        with anyio.fail_after(120):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return await script(session)
+
+    return anyio.run(main)
+
+
+def properties(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every parameter of a schema: the root's and those of its nested object types."""
+    found = list(schema.get("properties", {}).items())
+    for nested in schema.get("$defs", {}).values():
+        found += list(nested.get("properties", {}).items())
+    return found
+
+
+def bounded(prop: dict[str, Any], key: str) -> Any:
+    return next((b[key] for b in prop.get("anyOf", [prop]) if key in b), None)
+
+
+class TestMcpForHosts:
+    def test_every_tool_is_described_bounded_and_typed_from_a_folder_without_a_marker(self, cli: Cli) -> None:
+        """Started elsewhere with --project: titles, hints, output schemas, described and bounded parameters."""
+        env, project, host = project_server(cli)
+
+        async def script(session: Any) -> Any:
+            listed = (await session.list_tools()).tools
+            put = await session.call_tool("artifact_put", {"kind": "note", "title": "Design",
+                                                           "content": "SQLite is authoritative."})
+            found = await session.call_tool("artifact_list", {"title": "Design"})
+            too_many = await session.call_tool("search", {"query": "SQLite", "limit": 101})
+            most = await session.call_tool("search", {"query": "SQLite", "limit": 100})
+            recall_over = await session.call_tool("memory_recall", {"query": "SQLite", "max_claims": 11})
+            recall_max = await session.call_tool("memory_recall", {"query": "SQLite", "max_claims": 10})
+            context = await session.call_tool("context_resolve", {})
+            return listed, put, found, (too_many, most, recall_over, recall_max), context
+
+        listed, put, found, limits_calls, context = run_in(env, host, ["--project", str(project)], script)
+        assert [op.replace(".", "_") for op in AGENT_OPS if op in OPS] == [t.name for t in listed]
+        for tool in listed:
+            hints = tool.annotations
+            op = next(op for op in AGENT_OPS if op.replace(".", "_") == tool.name)
+            declared = OPS[op].mcp.hints
+            assert tool.title == OPS[op].mcp.title
+            assert (declared.read_only, declared.destructive, declared.idempotent, declared.open_world) == (
+                hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint), tool.name
+            assert not (OPS[op].mutating and hints.read_only_hint), tool.name
+            assert {"v", "request_id", "ok"} == set(tool.output_schema["required"]), tool.name
+            undescribed = [name for name, prop in properties(tool.input_schema) if not prop.get("description")]
+            assert [] == undescribed, tool.name
+            for name, prop in properties(tool.input_schema):
+                if name == "limit" or name.startswith("max_"):
+                    assert bounded(prop, "maximum") is not None, (tool.name, name)
+        from jsonschema import Draft202012Validator
+
+        for tool in listed:
+            Draft202012Validator.check_schema(tool.input_schema)
+            Draft202012Validator.check_schema(tool.output_schema)
+        destructive = {t.name for t in listed if t.annotations.destructive_hint}
+        assert {"artifact_forget", "artifact_purge", "claim_retract", "batch"} <= destructive
+        assert "artifact_put" not in destructive
+        assert (False, True) == (put.is_error, put.structured_content["result"]["created"])
+        assert [put.structured_content["result"]["artifact_id"]] == [
+            a["artifact_id"] for a in found.structured_content["result"]["artifacts"]]
+        too_many, most, recall_over, recall_max = limits_calls
+        assert (True, False, True, False) == (too_many.is_error, most.is_error, recall_over.is_error, recall_max.is_error)
+        marker = (project / ".memoree.toml").read_text()
+        assert context.structured_content["result"]["context"]["project_id"] in marker
+
+    def test_without_any_context_the_tool_error_names_the_settings(self, cli: Cli) -> None:
+        """No marker, no variable, no roots: NO_AMBIENT_CONTEXT with a hint naming --project, --context, MEMOREE_CONTEXT."""
+        env, _, host = project_server(cli)
+
+        async def script(session: Any) -> Any:
+            return await session.call_tool("memory_recall", {"query": "anything"})
+
+        result = run_in(env, host, [], script)
+        text = result.content[0].text
+        assert result.is_error and text.startswith("NO_AMBIENT_CONTEXT")
+        assert all(name in text for name in ("--project", "--context", "MEMOREE_CONTEXT", ".memoree.toml"))
+
+    def test_the_first_root_with_a_marker_gives_the_context(self, cli: Cli) -> None:
+        """A client offering roots: the server adopts the project of the first root that has a marker."""
+        from mcp import ClientSession
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        import mcp.types as types
+
+        env, project, host = project_server(cli)
+
+        async def roots(ctx: Any) -> Any:
+            return types.ListRootsResult(roots=[types.Root(uri=host.as_uri()), types.Root(uri=project.as_uri())])
+
+        async def main() -> Any:
+            params = StdioServerParameters(command=sys.executable, args=[*MEMOREE[1:], "mcp"], env=env, cwd=str(host))
+            with anyio.fail_after(120):
+                async with stdio_client(params) as (read, write), ClientSession(read, write, list_roots_callback=roots) as session:
+                    await session.initialize()
+                    return await session.call_tool("context_resolve", {})
+
+        result = anyio.run(main)
+        assert not result.is_error, result.content[0].text
+        assert result.structured_content["result"]["context"]["project_id"] in (project / ".memoree.toml").read_text()
+
+    def test_resources_and_prompts(self, cli: Cli) -> None:
+        """resources/list shows recent items; an artifact reads by id; both prompts expand with their argument."""
+        env, project, host = project_server(cli)
+
+        async def script(session: Any) -> Any:
+            put = await session.call_tool("artifact_put", {"kind": "note", "title": "Runbook", "content": "restart the daemon"})
+            art = put.structured_content["result"]["artifact_id"]
+            resources = (await session.list_resources()).resources
+            templates = (await session.list_resource_templates()).resource_templates
+            recent = await session.read_resource("memoree://recent")
+            one = await session.read_resource(f"memoree://artifact/{art}")
+            prompts = (await session.list_prompts()).prompts
+            recall = await session.get_prompt("recall-before-answering", {"question": "how to restart?"})
+            remember = await session.get_prompt("remember-this", {"text": "the port is 7717"})
+            return art, resources, templates, recent, one, prompts, recall, remember
+
+        art, resources, templates, recent, one, prompts, recall, remember = run_in(
+            env, host, ["--project", str(project)], script)
+        assert ["memoree://recent"] == [str(r.uri) for r in resources]
+        assert ["memoree://artifact/{artifact_id}"] == [t.uri_template for t in templates]
+        assert "Runbook" in recent.contents[0].text and art in recent.contents[0].text
+        assert "restart the daemon" == one.contents[0].text
+        assert {"recall-before-answering", "remember-this"} == {p.name for p in prompts}
+        assert "how to restart?" in recall.messages[0].content.text and "memory_recall" in recall.messages[0].content.text
+        assert "the port is 7717" in remember.messages[0].content.text
+
+
+def test_structured_content_matches_each_tools_output_schema(call: Any) -> None:
+    """Real success envelopes of every kind of tool validate against that tool's outputSchema."""
+    from jsonschema import Draft202012Validator
+
+    from memoree.agents.mcp_server import output_schema
+
+    art = call.ok("artifact.put", {"kind": "note", "title": "t", "content": {"type": "text", "data": "SQLite is authoritative"}},
+                  key="p")["result"]
+    evidence = [{"artifact_id": art["artifact_id"], "revision_id": art["revision_id"], "start_byte": 0, "end_byte": 6}]
+    claim = call.ok("claim.assert", {"claim_type": "fact", "statement": "SQLite is authoritative", "evidence": evidence},
+                    key="c")["result"]
+    other = call.ok("claim.assert", {"claim_type": "fact", "statement": "Postgres is authoritative"}, key="o")["result"]
+    appended = call.ok("artifact.append", {"artifact_id": art["artifact_id"], "if_revision": art["revision_id"],
+                                           "content": {"type": "text", "data": "."}}, key="a")
+    edge = {"source_type": "claim", "source_id": claim["claim_id"], "relation": "contradicts",
+            "target_type": "claim", "target_id": other["claim_id"]}
+    envelopes = {
+        "artifact.append": appended,
+        "relation.put": call.ok("relation.put", edge, key="r"),
+        "batch": call.ok("batch", {"requests": [{"v": 1, "request_id": "req_b", "op": "artifact.put", "idempotency_key": "b",
+                                                 "context": {**CTX, "pins": []},
+                                                 "input": {"kind": "n", "title": "b", "content": {"type": "text", "data": "x"}}}]},
+                         context=None),
+        "artifact.get": call.ok("artifact.get", {"artifact_id": art["artifact_id"]}),
+        "artifact.history": call.ok("artifact.history", {"artifact_id": art["artifact_id"]}),
+        "artifact.list": call.ok("artifact.list", {}),
+        "claim.get": call.ok("claim.get", {"claim_id": claim["claim_id"]}),
+        "claim.list": call.ok("claim.list", {}),
+        "claim.history": call.ok("claim.history", {"claim_id": claim["claim_id"]}),
+        "relation.list": call.ok("relation.list", {"entity_type": "claim", "entity_id": claim["claim_id"]}),
+        "conflict.list": call.ok("conflict.list", {}),
+        "search": call.ok("search", {"query": "SQLite authoritative"}),
+        "memory.recall": call.ok("memory.recall", {"query": "SQLite authoritative"}),
+        "memory.retrieve": call.ok("memory.retrieve", {"query": "SQLite authoritative"}),
+        "memory.probe": call.ok("memory.probe", {"query": "SQLite authoritative"}),
+        "context.build": call.ok("context.build", {"query": "SQLite authoritative"}),
+        "context.resolve": call.ok("context.resolve", {}),
+    }
+    for op, envelope in envelopes.items():
+        errors = [e.message for e in Draft202012Validator(output_schema(OPS[op])).iter_errors(envelope)]
+        assert [] == errors, op
 
 
 class TestStrictJson:

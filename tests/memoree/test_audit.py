@@ -88,6 +88,21 @@ class TestVerify:
         code, verdict = run_verifier(path, pubkey)
         assert (0, True) == (code, verdict["ok"])
 
+    def test_installed_console_script_verifies_without_memoree(self, call: Caller, tmp_path: Path) -> None:
+        """``memoree-verify-log`` (installed beside the interpreter) verifies an export, loading no memoree module."""
+        populate(call, 4)
+        sealing.seal(call.service.engine)
+        path, _, pubkey = export_lines(call, tmp_path)
+        script = Path(sys.executable).parent / "memoree-verify-log"
+        assert script.is_file(), "reinstall the package: pip install -e ."
+        result = subprocess.run([str(script), str(path), "--pubkey", pubkey], capture_output=True, text=True, timeout=60)
+        assert (0, True) == (result.returncode, json.loads(result.stdout)["ok"])
+        probe = ("import sys, memoree_audit.verify_log as v; "
+                 "print(v.__file__, sorted(m for m in sys.modules if m == 'memoree' or m.startswith('memoree.')))")
+        shipped, loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                                         timeout=60, cwd=tmp_path).stdout.split(" ", 1)
+        assert (VERIFIER.resolve(), "[]") == (Path(shipped).resolve(), loaded.strip())
+
     def test_flipped_event_byte_is_named(self, call: Caller, tmp_path: Path) -> None:
         """Changing one byte of event 5's stored bytes is reported at commit_seq 5."""
         populate(call)

@@ -19,11 +19,12 @@ class TestBulkAndPeerSmoke:
 
 class TestImporterSmoke:
     def test_importer_benchmark_imports_and_replays(self) -> None:
-        """The importer benchmark imports a small mem0 export through a daemon, then replays it unchanged."""
+        """The importer benchmark imports a mem0 export through a daemon (batched and one by one) and
+        replays it, then re-imports a tracked MCP-memory file unchanged and with one change."""
         from tools.bench import importer
 
         rows = importer.main(["--quick"])
-        assert 2 == len(rows) and all(row.ours > 0 and row.baseline > 0 for row in rows)
+        assert 4 == len(rows) and all(row.ours > 0 and row.baseline > 0 for row in rows)
 
 
 class TestReadsSmoke:
