@@ -34,7 +34,7 @@ from .search import (
     read_snapshot,
     reranker_status,
     run_search,
-    semantic_status,
+    run_semantic,
 )
 
 __all__ = ["ContextBuildResult", "ManifestItem", "blockquote", "context_build", "render"]
@@ -247,7 +247,7 @@ def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResul
         run = run_search(
             scope, query=inp.query, horizon=inp.horizon, reason=inp.reason, limit=inp.limit,
             include_historical=inp.include_historical, min_commit_seq=inp.min_commit_seq,
-            recency=inp.recency.enabled, qualified_only=True,
+            recency=inp.recency.enabled, qualified_only=True, semantic=inp.semantic.enabled,
         )
         claim_ids = [hit.entity_id for hit in run.hits if hit.entity_type == "claim"]
         conflicts, _ = open_conflicts(scope.conn, claim_ids, scope.ambient, inp.horizon)
@@ -255,7 +255,7 @@ def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResul
     return ContextBuildResult(
         content_is_untrusted=True, query=inp.query, max_bytes=inp.max_bytes,
         used_bytes=_size(markdown), rendered_markdown=markdown,
-        semantic=semantic_status(scope.head), reranker=reranker_status(run.surface, len(run.hits)),
+        semantic=run_semantic(run), reranker=reranker_status(run.surface, len(run.hits)),
         manifest=manifest, retrieval_truncated=run.truncated,
         refine_hint=REFINE_HINT.format(limit=run.limit) if run.truncated else None,
         broaden_hint=BROADEN_HINT if not run.hits and inp.horizon == "ambient" else None,

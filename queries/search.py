@@ -7,8 +7,10 @@ per entity table, only when none of its hits covers every unit lexically), tiere
 with content-based tie-breaks, the bounded recency nudge (`bounded_recency_v1`), exact chunk
 citations (chunker v1), conflict retention, truncation and hints. The `search` op returns
 unqualified candidates too; recall, context.build and probe use `run_search(qualified_only=True)`
-and the unqualified candidate partition it reports. Dense vectors, the cross-encoder and cited
-projections are not built: their status objects say so and they never contribute.
+and the unqualified candidate partition it reports. The dense channel (`local_dense_context_v3`,
+``queries.dense``) adds candidates by meaning where the local model is installed and the request
+leaves it on; the cross-encoder and cited projections are not built: their status objects say so
+and they never contribute.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from memoree.errors import IndexNotReady, InvalidRequest
 from memoree.eventlog.events import Scope
 from memoree.inputs import SearchInput, check_limit, check_reason
 from memoree.projections.chunker import CHUNKER_VERSION, span_citation
+from memoree.projections.embedding import model_status as embedding_status
 from memoree.projections.fts import TRIGRAM_VOCAB_TABLES, ensure_trigram_vocab
 
+from . import dense
 from .analysis import POLICY_VERSION as LEXICAL_POLICY_VERSION
 from .analysis import AnalyzedQuery, QueryAnalysis, QueryError, QueryUnit, analyze_query
 from .records import OwnerContext
@@ -65,6 +69,7 @@ BASE_RETRIEVAL_MODE = (
 
 RRF_K = 60
 TRIGRAM_CHANNEL_WEIGHT = 0.7
+SEMANTIC_CHANNEL_WEIGHT = 0.85
 MAX_PROMOTION = 2
 MAX_CANDIDATE_PARTITION = 16
 CANDIDATES_PER_LIMIT_SLOT = 8
@@ -311,6 +316,9 @@ class Candidate:
     effective_at: str = ""
     effective_at_basis: str = "revision_created_at"
     decay_class: str = "general"
+    semantic_similarity: float | None = None
+    semantic_qualified: bool = False
+    semantic_span: tuple[int, int] | None = None
     lexical_position: int = 0
     final_position: int = 0
     retained_for_conflict: bool = False
@@ -329,7 +337,7 @@ class Candidate:
 
     @property
     def qualified(self) -> bool:
-        return self.lexical_qualified or self.trigram_qualified
+        return self.lexical_qualified or self.trigram_qualified or self.semantic_qualified
 
     def temporal_state(self, now: str) -> str:
         if self.valid_from is not None and self.valid_from > now:
@@ -751,11 +759,14 @@ def fuse(candidates: list[Candidate]) -> list[Candidate]:
     """Score by tiered RRF and sort with content-based tie-breaks (never ids first)."""
     lexical = _channel_ranks(candidates, lambda c: c.lexical_score if c.lexical_candidate else None)
     trigram = _channel_ranks(candidates, lambda c: c.trigram_score)
+    semantic = _channel_ranks(candidates, lambda c: c.semantic_similarity)
     for c in candidates:
         c.exact_tier = c.lexical_qualified and c.lexical_coverage == 1.0
         fusion = 1.0 / (RRF_K + lexical[id(c)]) if id(c) in lexical else 0.0
         if not c.exact_tier and id(c) in trigram:
             fusion += TRIGRAM_CHANNEL_WEIGHT / (RRF_K + trigram[id(c)])
+        if not c.exact_tier and id(c) in semantic:
+            fusion += SEMANTIC_CHANNEL_WEIGHT / (RRF_K + semantic[id(c)])
         c.fusion = round(fusion, 12)
         c.score = c.fusion
     return sorted(candidates, key=_rank_key)
@@ -807,7 +818,7 @@ def apply_recency(candidates: list[Candidate], enabled: bool, now: str) -> list[
 
 
 def qualification_rank(c: Candidate) -> tuple[Any, ...]:
-    return (c.exact_tier, c.lexical_qualified, c.trigram_qualified, False,
+    return (c.exact_tier, c.lexical_qualified, c.trigram_qualified, c.semantic_qualified,
             len(c.matched_phrases), c.matched_unit_count)
 
 
@@ -848,7 +859,9 @@ def attach_citations(conn: Any, analysis: AnalyzedQuery, candidates: Sequence[Ca
     scores = _chunk_scores(conn, analysis, [ch for c in lexical for ch in chunks.get(c.revision_id, [])])
     for c in artifacts:
         rows = chunks.get(c.revision_id, [])
-        if c in lexical:
+        if c.semantic_span is not None and not c.lexical_candidate and c.trigram_score is None:
+            _cite_passage(conn, c, c.semantic_span)
+        elif c in lexical:
             _cite(conn, c, _best_lexical_chunk(rows, scores))
         else:
             _cite(conn, c, _best_fuzzy_chunk(analysis, rows, c.title, _body(conn, c.revision_id)))
@@ -968,6 +981,17 @@ def _cite(conn: Any, c: Candidate, best: _ChunkRow | None) -> None:
     }
 
 
+def _cite_passage(conn: Any, c: Candidate, span: tuple[int, int]) -> None:
+    """A dense-only artifact hit cites the exact passage whose meaning matched."""
+    c.excerpt = _body(conn, c.revision_id)[span[0]:span[1]].decode("utf-8")
+    c.citation = span_citation(c.entity_id, c.revision_id, span)
+    c.cited_span = True
+    c.retrieval_keys["retrieval_span"] = {
+        "start_byte": span[0], "end_byte": span[1], "chunker_version": CHUNKER_VERSION,
+        "coordinate_space": "immutable_artifact_bytes", "window": "semantic_passage",
+    }
+
+
 def _best_lexical_chunk(chunks: Sequence[_ChunkRow], scores: _ChunkScores) -> _ChunkRow | None:
     """Most matched phrases, then units, then BM25, then earliest (the title row counts as −1)."""
     matched = [ch for ch in chunks if ch.chunk_id in scores.bm25]
@@ -1016,11 +1040,14 @@ class SearchRun:
     best_unqualified_coverage: float | None
     current_commit_seq: int
     surface: str
+    semantic: SemanticChannel | None = None
 
 
 def gather_candidates(scope: ReadScope, analysis: AnalyzedQuery, tables: Sequence[_Table], horizon: str,
-                      include_historical: bool, candidate_limit: int) -> list[Candidate]:
-    """Lexical candidates per table, qualified; then typo candidates for tables that need them."""
+                      include_historical: bool, candidate_limit: int,
+                      query_vector: Any = None, query: str = "") -> list[Candidate]:
+    """Lexical candidates per table, qualified; then typo candidates for tables that need them;
+    then, with a query vector, the dense channel's candidates."""
     filters = {t.entity_type: t.filters(scope, horizon, include_historical) for t in tables}
     pool: dict[tuple[str, str], Candidate] = {}
     for table in tables:
@@ -1037,7 +1064,73 @@ def gather_candidates(scope: ReadScope, analysis: AnalyzedQuery, tables: Sequenc
     if typo_tables:
         run_trigram_channel(scope, analysis, typo_tables, filters, candidate_limit, pool)
         annotate_lexical(scope.conn, analysis, [c for c in pool.values() if not c.lexical_candidate])
+    # Like the typo channel, meaning is asked only of tables whose words did not already answer.
+    dense_tables = [t for t in tables if t.entity_type not in _fully_covered(pool.values())]
+    if query_vector is not None and dense_tables:
+        run_dense_channel(scope, query, analysis, query_vector, dense_tables, horizon,
+                          include_historical, candidate_limit, pool)
     return list(pool.values())
+
+
+def _fully_covered(candidates: Any) -> set[str]:
+    return {c.entity_type for c in candidates if c.lexical_qualified and c.lexical_coverage == 1.0}
+
+
+def _visible_candidates(scope: ReadScope, table: _Table, filters: _Filters, hits: list[dense.DenseHit],
+                        wanted: int) -> list[tuple[Candidate, dense.DenseHit]]:
+    """The first ``wanted`` dense hits that ``filters`` let this request see, nearest first."""
+    found: list[tuple[Candidate, dense.DenseHit]] = []
+    for piece in dense.visible_slices(hits, wanted):
+        by_doc = {hit.doc_id: hit for hit in piece}
+        marks = ",".join("?" * len(piece))
+        rows = scope.conn.execute(
+            f"SELECT {table.columns} FROM {table.docs} d {table.joins} "
+            f"WHERE d.doc_id IN ({marks}) AND {filters.sql}",
+            (*by_doc, *filters.params)).fetchall()
+        rank = {hit.doc_id: i for i, hit in enumerate(piece)}
+        for row in sorted(rows, key=lambda r: rank[r[0]]):
+            found.append((table.make(row), by_doc[row[0]]))
+        if len(found) >= wanted:
+            break
+    return found[:wanted]
+
+
+def run_dense_channel(scope: ReadScope, query: str, analysis: AnalyzedQuery, query_vector: Any,
+                      tables: Sequence[_Table], horizon: str, include_historical: bool,
+                      candidate_limit: int, pool: dict[tuple[str, str], Candidate]) -> None:
+    """Add the nearest visible items by meaning to ``pool`` and decide which qualify by meaning.
+
+    Claims are always scored (even for an artifacts-only search): an artifact qualifies by
+    meaning only as the evidence of a claim that did (``queries.dense``). A claim that shares
+    some of the query's words is judged on the meaning of the words it does not share.
+    """
+    claim_table = _TABLES["claim"]
+    claims = _visible_candidates(scope, claim_table, claim_table.filters(scope, horizon, include_historical),
+                                 dense.dense_hits(scope.conn, "claim", query_vector), candidate_limit)
+    claims = [(pool.get(c.key, c), hit) for c, hit in claims]
+    annotate_lexical(scope.conn, analysis, [c for c, _ in claims if c.key not in pool])
+    similarities = [hit.similarity for _, hit in claims]
+    accepted = [dense.claim_accepted(similarities, i)
+                and dense.unmatched_similarity(query, c.statement, c.matched_free + c.matched_phrases,
+                                               hit.similarity) >= dense.UNMATCHED_MIN_COSINE
+                for i, (c, hit) in enumerate(claims)]
+    vouched = {ref.get("artifact_id") for (c, _), ok in zip(claims, accepted) if ok for ref in c.evidence}
+    wanted = {t.entity_type for t in tables}
+    found: list[tuple[Candidate, dense.DenseHit, bool]] = []
+    if "claim" in wanted:
+        found += [(c, hit, ok) for (c, hit), ok in zip(claims, accepted)]
+    if "artifact" in wanted:
+        table = _TABLES["artifact"]
+        artifacts = _visible_candidates(scope, table, table.filters(scope, horizon, include_historical),
+                                        dense.dense_hits(scope.conn, "artifact", query_vector), candidate_limit)
+        artifacts = [(pool.get(c.key, c), hit) for c, hit in artifacts]
+        annotate_lexical(scope.conn, analysis, [c for c, _ in artifacts if c.key not in pool])
+        found += [(c, hit, c.entity_id in vouched) for c, hit in artifacts]
+    for candidate, hit, ok in found:
+        held = pool.setdefault(candidate.key, candidate)
+        held.semantic_similarity = hit.similarity
+        held.semantic_span = hit.span
+        held.semantic_qualified = ok
 
 
 def run_search(
@@ -1054,6 +1147,7 @@ def run_search(
     qualified_only: bool = False,
     analysis: AnalyzedQuery | None = None,
     with_candidates: bool = False,
+    semantic: bool = True,
 ) -> SearchRun:
     """Run the §5 pipeline; ``qualified_only`` drops unqualified hits (recall/context/probe).
 
@@ -1065,8 +1159,10 @@ def run_search(
     check_min_commit_seq(min_commit_seq, scope.head)
     analysis = analysis or analyze(query)
     tables = [_TABLES[t] for t in ("artifact", "claim") if t in entity_types]
+    channel = semantic_status(scope.head, scope.conn, requested=semantic)
+    query_vector = dense.embed_query(query) if channel.state == "ready" else None
     pool = gather_candidates(scope, analysis, tables, horizon, include_historical,
-                             (limit + 1) * CANDIDATES_PER_LIMIT_SLOT)
+                             (limit + 1) * CANDIDATES_PER_LIMIT_SLOT, query_vector, query)
     ranked = apply_recency(fuse(pool), recency, scope.now)
     unqualified = [c for c in ranked if not c.qualified]
     partition, partition_truncated = _candidate_partition(unqualified)
@@ -1088,6 +1184,7 @@ def run_search(
         best_unqualified_coverage=max((c.lexical_coverage for c in unqualified), default=None),
         current_commit_seq=scope.head,
         surface="mixed" if len(tables) == 2 else tables[0].entity_type,
+        semantic=channel,
     )
 
 
@@ -1127,6 +1224,8 @@ def _matched_by(c: Candidate, recency: bool) -> list[str]:
         labels.append("lexical_candidate_v1")
     if c.trigram_score is not None:
         labels.append(TRIGRAM_POLICY_VERSION if c.trigram_qualified else "trigram_candidate_v1")
+    if c.semantic_similarity is not None:
+        labels.append(SEMANTIC_POLICY_VERSION if c.semantic_qualified else "semantic_candidate_v1")
     if c.qualified:
         labels.append(FUSION_POLICY_VERSION)
     if c.cited_span:
@@ -1162,10 +1261,11 @@ def _to_hit(c: Candidate, analysis: AnalyzedQuery, now: str, recency: bool) -> S
         required_matches=analysis.required_matches, lexical_coverage=c.lexical_coverage,
         phrase_group_count=len(analysis.phrase_units),
         matched_phrase_group_count=len(c.matched_phrases), lexical_qualified=c.lexical_qualified,
-        trigram_qualified=c.trigram_qualified, semantic_qualified=False, qualified=c.qualified,
+        trigram_qualified=c.trigram_qualified, semantic_qualified=c.semantic_qualified,
+        qualified=c.qualified,
         matched_terms=list(c.matched_free), matched_phrase_groups=list(c.matched_phrases),
         trigram_matched_terms=list(c.trigram_matched_terms), trigram_similarity=c.trigram_similarity,
-        semantic_similarity=None, exact_tier=c.exact_tier, fusion_score=c.fusion,
+        semantic_similarity=c.semantic_similarity, exact_tier=c.exact_tier, fusion_score=c.fusion,
         recency_enabled=recency, recency_eligible=c.recency_eligible, lexical_score=c.lexical_score,
         recency_bonus=c.recency_bonus, lexical_position=c.lexical_position,
         final_position=c.final_position, max_promotion=MAX_PROMOTION, effective_at=c.effective_at,
@@ -1183,16 +1283,30 @@ def _to_hit(c: Candidate, analysis: AnalyzedQuery, now: str, recency: bool) -> S
 # The `search` op
 
 
-def retrieval_mode(recency: bool) -> str:
-    return BASE_RETRIEVAL_MODE + (f"+{RECENCY_POLICY_VERSION}" if recency else "")
+def retrieval_mode(recency: bool, semantic: bool = False) -> str:
+    return (BASE_RETRIEVAL_MODE + (f"+{SEMANTIC_POLICY_VERSION}" if semantic else "")
+            + (f"+{RECENCY_POLICY_VERSION}" if recency else ""))
 
 
-def semantic_status(head: int) -> SemanticChannel:
+def semantic_status(head: int, conn: Any = None, *, requested: bool = True) -> SemanticChannel:
+    """The dense channel's state for one request: ``ready`` only where the model is loaded, the
+    store's vectors were built with it, and the request did not turn it off."""
+    model = embedding_status()
+    state, reason = "disabled", model.reason
+    if model.available and conn is not None and not requested:
+        reason = "turned off by the request (semantic.enabled=false); retrieval is lexical only"
+    elif model.available and conn is not None and not dense.vectors_ready(conn):
+        reason = "the vectors projection is not built with this model yet; run `memoree reindex`"
+    elif model.available and conn is not None:
+        state, reason = "ready", "local static embeddings fused with the lexical channel"
+    ready = state == "ready"
     return SemanticChannel(
-        state="disabled", policy_version=SEMANTIC_POLICY_VERSION, model_id=None,
-        model_revision=None, indexed_commit_seq=0, current_commit_seq=head,
-        eligible_revision_count=0, indexed_revision_count=0, coverage=0.0,
-        reason="this build ships no local embedding model; retrieval is lexical only",
+        state=state, policy_version=SEMANTIC_POLICY_VERSION,
+        model_id=model.model_id if model.available else None,
+        model_revision=model.revision if model.available else None,
+        indexed_commit_seq=head if ready else 0, current_commit_seq=head,
+        eligible_revision_count=0, indexed_revision_count=0, coverage=1.0 if ready else 0.0,
+        reason=reason,
     )
 
 
@@ -1216,8 +1330,8 @@ def projection_status() -> ProjectionChannel:
 def search_result(run: SearchRun, query: str) -> SearchResult:
     return SearchResult(
         query=query, query_analysis=run.analysis.analysis, horizon=run.horizon,
-        retrieval_mode=retrieval_mode(run.recency_enabled), projection=projection_status(),
-        semantic=semantic_status(run.current_commit_seq),
+        retrieval_mode=retrieval_mode(run.recency_enabled, run_semantic(run).state == "ready"),
+        projection=projection_status(), semantic=run_semantic(run),
         reranker=reranker_status(run.surface, len(run.hits)),
         qualification_applied=run.qualified_only,
         unqualified_candidate_count=run.unqualified_candidate_count,
@@ -1228,12 +1342,16 @@ def search_result(run: SearchRun, query: str) -> SearchResult:
     )
 
 
+def run_semantic(run: SearchRun) -> SemanticChannel:
+    return run.semantic or semantic_status(run.current_commit_seq)
+
+
 def search(scope: ReadScope, inp: SearchInput) -> SearchResult:
     """The `search` op: ranked hits including unqualified candidates."""
     with read_snapshot(scope.conn):
         run = run_search(
             scope, query=inp.query, horizon=inp.horizon, reason=inp.reason, limit=inp.limit,
             include_historical=inp.include_historical, min_commit_seq=inp.min_commit_seq,
-            recency=inp.recency.enabled,
+            recency=inp.recency.enabled, semantic=inp.semantic.enabled,
         )
     return search_result(run, inp.query)

@@ -1,0 +1,241 @@
+"""The dense channel (``local_dense_context_v3``): nearest artifact passages and claims by meaning.
+
+This module owns how a query finds memories that share its meaning but not its words: the query
+is embedded with the local model (``projections.embedding``), compared by cosine with every
+vector of the ``vectors`` projection, and the nearest items that the request's own horizon,
+currentness and pins let it see become search candidates, each with its similarity and (for an
+artifact) the exact passage that matched. Visibility is decided by the same SQL filters the
+lexical channel uses, so nothing outside the caller's horizon is ever scored into a response.
+
+Acceptance (``semantic_qualified``, what lets a dense-only hit into recall and context.build) is
+deliberately stricter than nearness, because a static embedding places unrelated text of the
+same register close together (calibrated on the Memoree v2 paraphrase and honest-none cases):
+
+* a claim qualifies when it is the single clear nearest claim (similarity at least
+  ``CLAIM_ACCEPT_COSINE`` and ahead of the next visible claim by ``CLAIM_ACCEPT_MARGIN``), or
+  when it is nearly a restatement of the query (``CLAIM_STRONG_COSINE``);
+* an artifact qualifies by meaning only as the cited evidence of a claim that qualified so.
+  An artifact that is merely near is a lead (an unqualified candidate), never an answer.
+
+Vectors are read from SQLite once per process and kept in memory (int8 rows plus their sign
+bits); a reader appends rows added since and reloads after a purge (``vector_state.generation``)
+or a rebuild. Above ``EXACT_SCAN_ROWS`` rows a Hamming pass over the sign bits picks the
+``PREFILTER_ROWS`` nearest rows, which are then scored exactly.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from memoree.projections.embedding import load_model
+
+__all__ = ["CLAIM_ACCEPT_COSINE", "CLAIM_ACCEPT_MARGIN", "CLAIM_STRONG_COSINE", "DenseHit",
+           "dense_hits", "index_stats", "vectors_ready"]
+
+MIN_CANDIDATE_COSINE = 0.12
+CLAIM_ACCEPT_COSINE = 0.24
+CLAIM_ACCEPT_MARGIN = 0.08
+CLAIM_STRONG_COSINE = 0.62
+UNMATCHED_MIN_COSINE = 0.15
+EXACT_SCAN_ROWS = 8192
+PREFILTER_ROWS = 2048
+MAX_QUERY_CHARS = 4096
+VISIBILITY_SLICES = 6
+QUANT = 127.0
+_WORD = re.compile(r"\w+")
+
+
+@dataclass
+class _Rows:
+    """One table's vectors in memory, in ``vec_id`` order, grown in place."""
+
+    count: int = 0
+    top_id: int = -1
+    ids: Any = None
+    doc_ids: Any = None
+    starts: Any = None
+    ends: Any = None
+    vectors: Any = None
+    bits: Any = None
+
+    def append(self, np: Any, rows: list[tuple[Any, ...]], has_spans: bool) -> None:
+        if not rows:
+            return
+        needed = self.count + len(rows)
+        if self.vectors is None or needed > len(self.ids):
+            capacity = max(1024, needed * 2)
+            self._grow(np, capacity)
+        n, end = self.count, needed
+        self.ids[n:end] = [r[0] for r in rows]
+        self.doc_ids[n:end] = [r[1] for r in rows]
+        if has_spans:
+            self.starts[n:end] = [-1 if r[2] is None else r[2] for r in rows]
+            self.ends[n:end] = [-1 if r[3] is None else r[3] for r in rows]
+        block = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.int8).reshape(len(rows), -1)
+        self.vectors[n:end] = block
+        self.bits[n:end] = np.packbits(block > 0, axis=1).view(np.uint64)
+        self.count, self.top_id = end, int(rows[-1][0])
+
+    def _grow(self, np: Any, capacity: int) -> None:
+        def grown(old: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+            fresh = np.zeros(shape, dtype=dtype)
+            if old is not None:
+                fresh[:self.count] = old[:self.count]
+            return fresh
+        self.ids = grown(self.ids, (capacity,), np.int64)
+        self.doc_ids = grown(self.doc_ids, (capacity,), np.int64)
+        self.starts = grown(self.starts, (capacity,), np.int64)
+        self.ends = grown(self.ends, (capacity,), np.int64)
+        self.vectors = grown(self.vectors, (capacity, 256), np.int8)
+        self.bits = grown(self.bits, (capacity, 4), np.uint64)
+
+
+@dataclass
+class _Index:
+    key: tuple[int, int] = (-1, -1)
+    artifacts: _Rows = field(default_factory=_Rows)
+    claims: _Rows = field(default_factory=_Rows)
+
+
+_INDEXES: dict[str, _Index] = {}
+_LOCK = threading.Lock()
+
+
+def _database_name(conn: Any) -> str:
+    return conn.execute("PRAGMA database_list").fetchone()[2] or f":memory:{id(conn)}"
+
+
+def vectors_ready(conn: Any) -> bool:
+    """Whether the model is loaded here and the store's vectors were built with it."""
+    from memoree.projections.vectors import MODEL_VERSION
+
+    if load_model() is None:
+        return False
+    row = conn.execute("SELECT version FROM projector_checkpoints WHERE name = 'vectors'").fetchone()
+    return row is not None and row[0] == MODEL_VERSION
+
+
+def _current_index(conn: Any, np: Any) -> _Index:
+    """The in-memory vectors of this store, brought up to what ``conn`` sees."""
+    generation = conn.execute(
+        "SELECT coalesce((SELECT value FROM vector_state WHERE key = 'generation'), 0)").fetchone()[0]
+    version = conn.execute("SELECT version FROM projector_checkpoints WHERE name = 'vectors'").fetchone()[0]
+    name = _database_name(conn)
+    with _LOCK:
+        index = _INDEXES.get(name)
+        if index is None or index.key != (generation, version):
+            index = _INDEXES[name] = _Index(key=(generation, version))
+        index.artifacts.append(np, conn.execute(
+            "SELECT vec_id, doc_id, start_byte, end_byte, vector FROM artifact_vectors "
+            "WHERE vec_id > ? ORDER BY vec_id", (index.artifacts.top_id,)).fetchall(), True)
+        index.claims.append(np, conn.execute(
+            "SELECT doc_id, doc_id, vector FROM claim_vectors WHERE doc_id > ? ORDER BY doc_id",
+            (index.claims.top_id,)).fetchall(), False)
+        # A rebuild that replaced the tables with fewer rows (a reindex after a purge) shows as
+        # rows we hold beyond the table's end: start over from the table.
+        top = conn.execute("SELECT coalesce(max(vec_id), -1) FROM artifact_vectors").fetchone()[0]
+        if top < index.artifacts.top_id:
+            _INDEXES.pop(name, None)
+            return _current_index(conn, np)
+        return index
+
+
+def index_stats(conn: Any) -> tuple[int, int]:
+    """(indexed artifact revisions, indexed claim revisions) in the vectors projection."""
+    artifacts = conn.execute("SELECT count(DISTINCT doc_id) FROM artifact_vectors").fetchone()[0]
+    claims = conn.execute("SELECT count(*) FROM claim_vectors").fetchone()[0]
+    return artifacts, claims
+
+
+@dataclass(frozen=True)
+class DenseHit:
+    """A document the dense channel found: its best similarity and (artifacts) passage span."""
+
+    doc_id: int
+    similarity: float
+    span: tuple[int, int] | None
+
+
+def _similarities(np: Any, rows: _Rows, query: Any) -> tuple[Any, Any]:
+    """(row positions, cosine) for the rows worth scoring exactly."""
+    if rows.count == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    if rows.count <= EXACT_SCAN_ROWS:
+        positions = np.arange(rows.count)
+    else:
+        signs = np.packbits(query > 0).view(np.uint64)
+        distance = np.bitwise_count(rows.bits[:rows.count] ^ signs).sum(axis=1, dtype=np.int32)
+        kth = np.partition(distance, PREFILTER_ROWS)[PREFILTER_ROWS]
+        positions = np.flatnonzero(distance <= kth)  # ties kept whole: the set is deterministic
+    scores = rows.vectors[positions].astype(np.float32) @ query / np.float32(QUANT)
+    return positions, scores
+
+
+def _ranked_documents(np: Any, rows: _Rows, positions: Any, scores: Any) -> list[DenseHit]:
+    """Each document's best row, best first (ties: newer document first, then earlier passage)."""
+    if rows.count == 0:
+        return []
+    keep = scores >= MIN_CANDIDATE_COSINE
+    positions, scores = positions[keep], scores[keep]
+    rounded = np.round(scores.astype(np.float64), 6)
+    order = np.lexsort((rows.ids[positions], -rows.doc_ids[positions], -rounded))
+    seen: set[int] = set()
+    hits = []
+    for i in order:
+        position = positions[i]
+        doc_id = int(rows.doc_ids[position])
+        if doc_id in seen:
+            continue
+        seen.add(doc_id)
+        start, end = int(rows.starts[position]), int(rows.ends[position])
+        hits.append(DenseHit(doc_id, float(rounded[i]), (start, end) if start >= 0 else None))
+    return hits
+
+
+def embed_query(query: str) -> Any:
+    model = load_model()
+    return None if model is None else model.embed([query[:MAX_QUERY_CHARS]])[0]
+
+
+def dense_hits(conn: Any, entity_type: str, query_vector: Any) -> list[DenseHit]:
+    """Every document of ``entity_type`` at or above the candidate floor, nearest first."""
+    model = load_model()
+    np = model.np
+    index = _current_index(conn, np)
+    rows = index.artifacts if entity_type == "artifact" else index.claims
+    positions, scores = _similarities(np, rows, query_vector)
+    return _ranked_documents(np, rows, positions, scores)
+
+
+def visible_slices(hits: list[DenseHit], size: int) -> list[list[DenseHit]]:
+    """The ranked hits in slices of ``size`` (at most ``VISIBILITY_SLICES``) for visibility joins."""
+    return [hits[i:i + size] for i in range(0, min(len(hits), size * VISIBILITY_SLICES), size)]
+
+
+def unmatched_similarity(query: str, statement: str, matched_terms: list[str], similarity: float) -> float:
+    """With no shared words, the claim's similarity to the query; otherwise the similarity of
+    the query's unshared words to the claim: a claim that shares a topic word with the query is
+    near it for that word alone, and must also be near in what the word does not say."""
+    if not matched_terms:
+        return similarity
+    shared = {token.casefold() for term in matched_terms for token in _WORD.findall(term)}
+    rest = [word for word in _WORD.findall(query[:MAX_QUERY_CHARS]) if word.casefold() not in shared]
+    if not rest:
+        return similarity
+    model = load_model()
+    vectors = model.embed([" ".join(rest), statement])
+    return round(float(vectors[0] @ vectors[1]), 6)
+
+
+def claim_accepted(similarities: list[float], position: int) -> bool:
+    """Whether the visible claim at ``position`` (nearest first) qualifies by meaning alone."""
+    similarity = similarities[position]
+    if similarity >= CLAIM_STRONG_COSINE:
+        return True
+    if position != 0 or similarity < CLAIM_ACCEPT_COSINE:
+        return False
+    runner_up = similarities[1] if len(similarities) > 1 else 0.0
+    return similarity - runner_up >= CLAIM_ACCEPT_MARGIN
