@@ -56,6 +56,7 @@ def capabilities(service: Any = None) -> dict[str, Any]:
                    "fts5_secure_delete": feats.secure_delete},
         "retrieval": ["fts5_bm25:lexical_qualification_v2", "fts5_trigram:trigram_typo_v1",
                       "fusion:tiered_rrf_v2", "recency:bounded_recency_v1"],
+        "semantic": _semantic(service),
         "node_key": _node_key(service),
         "guarantees": [
             "every successful mutation appends exactly one event and advances commit_seq by one",
@@ -65,6 +66,12 @@ def capabilities(service: Any = None) -> dict[str, Any]:
         "operations": [_operation_entry(spec) for spec in OPS.values()],
     }
     return document
+
+
+def _semantic(service: Any) -> dict[str, Any]:
+    from memoree.queries.dense import describe
+
+    return describe(service.engine.conn if service is not None else None)
 
 
 def _store_kind(service: Any) -> str:

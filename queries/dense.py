@@ -239,3 +239,22 @@ def claim_accepted(similarities: list[float], position: int) -> bool:
         return False
     runner_up = similarities[1] if len(similarities) > 1 else 0.0
     return similarity - runner_up >= CLAIM_ACCEPT_MARGIN
+
+
+def describe(conn: Any = None) -> dict[str, Any]:
+    """What ``capabilities`` and ``doctor`` say about the channel (``conn``: the store, if open)."""
+    from memoree.projections.embedding import DIMENSIONS, MODEL_ID, model_status
+
+    if conn is None:  # no store here: say what would be used, without loading anything
+        return {"policy_version": "local_dense_context_v3", "model_id": MODEL_ID, "dimensions": DIMENSIONS,
+                "enabled": None, "reason": "no store is open in this process"}
+    status = model_status()
+    ready = status.available and vectors_ready(conn)
+    reason = status.reason if not status.available else (
+        "on: fused with the lexical channel; turn off per request with semantic.enabled=false"
+        if ready else "the vectors projection is not built with this model yet; run `memoree reindex`")
+    artifacts, claims = index_stats(conn) if ready else (0, 0)
+    return {"policy_version": "local_dense_context_v3", "model_id": status.model_id,
+            "model_revision": status.revision, "dimensions": status.dimensions, "enabled": ready,
+            "indexed_artifact_revisions": artifacts, "indexed_claim_revisions": claims,
+            "reason": reason}
