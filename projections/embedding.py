@@ -73,19 +73,19 @@ class Model:
         if not texts:
             return out
         encoded = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-        last = self.table.shape[0] - 1
-        for row, item in enumerate(encoded):
-            ids = item.ids[:MAX_TOKENS]
-            if not ids:
-                continue
-            tokens = np.asarray(ids, dtype=np.int64)
-            np.clip(tokens, 0, last, out=tokens)
-            # Summed in a fixed order (numpy's pairwise sum over rows), so a vector never depends
-            # on which other texts shared its batch.
-            vector = self.table[tokens].sum(axis=0, dtype=np.float32)
-            norm = float(np.sqrt(np.dot(vector, vector)))
-            if norm > 0.0:
-                out[row] = vector / np.float32(norm)
+        lists = [item.ids[:MAX_TOKENS] for item in encoded]
+        rows = [row for row, ids in enumerate(lists) if ids]
+        if not rows:
+            return out
+        tokens = np.fromiter((t for row in rows for t in lists[row]), dtype=np.int64)
+        np.clip(tokens, 0, self.table.shape[0] - 1, out=tokens)
+        starts = np.cumsum([0] + [len(lists[row]) for row in rows[:-1]])
+        # reduceat sums each text's rows in order, on its own: a vector never depends on which
+        # other texts shared its batch, so a replay in bulk rebuilds what one write stored.
+        sums = np.add.reduceat(self.table[tokens], starts, axis=0)
+        norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
+        good = norms > 0
+        out[np.asarray(rows)[good]] = sums[good] / norms[good, None]
         return out
 
 
