@@ -24,10 +24,10 @@ from typing import Any, NamedTuple
 import msgspec
 from msgspec import UNSET
 
-from memoree.emem import cell64, tslot as tslots
-from memoree.emem.attestation import attest_facts
-from memoree.emem.errors import InvalidCell
-from memoree.emem.facts import (
+from memoree.factplane.emem import cell64, tslot as tslots
+from memoree.factplane.emem.attestation import attest_facts
+from memoree.factplane.emem.errors import InvalidCell
+from memoree.factplane.emem.facts import (
     Derivation,
     Fact,
     PrimaryFact,
@@ -36,8 +36,8 @@ from memoree.emem.facts import (
     fact_cbor,
     fact_cid,
 )
-from memoree.emem.receipts import Scope as EmemScope
-from memoree.emem.receipts import sign_receipt
+from memoree.factplane.emem.receipts import Scope as EmemScope
+from memoree.factplane.emem.receipts import sign_receipt
 from memoree.errors import InvalidRequest
 from memoree.eventlog.events import (
     BandFile,
@@ -51,7 +51,7 @@ from memoree.eventlog.events import (
 from memoree.eventlog.keys import NodeKey
 from memoree.eventlog.store import NewEvent
 from memoree.eventlog.timefmt import parse_rfc3339
-from memoree.factplane import (
+from memoree.factplane.identity import (
     ATTEST_PRIMITIVE,
     PRIVACY_PUBLIC,
     REGISTRABLE_CLASSES,
@@ -64,7 +64,7 @@ from memoree.factplane import (
     fact_error,
 )
 from memoree.inputs import BandRegisterInput, FactAttestInput, check_optional_text, check_text
-from memoree.materializers import csv_sha256, parse_samples
+from memoree.factplane.materializers import csv_sha256, parse_samples
 from memoree.projections.base import apply_events
 
 from .context import DecideContext, Decision
@@ -77,7 +77,6 @@ __all__ = [
     "append_facts",
     "decide_attest",
     "decide_band_register",
-    "install",
     "prepare_attest",
     "prepare_band",
     "sign_fact",
@@ -387,41 +386,3 @@ def append_facts(engine: Any, payloads: Sequence[FactAttested], *,
         apply_events(conn, handler.projectors, events)
         appended = [p.fact_cid for p in fresh]
     return appended
-
-
-# --- wiring into the command handler -----------------------------------------------------------------
-
-
-def install(engine: Any) -> None:
-    """Register band.register and fact.attest on an engine's handler (they need its node key)."""
-    from memoree.commands.handler import Command
-    from memoree.materializers import REGISTRY
-    from memoree.factplane import manifest_source_versions
-    from memoree.queries.facts import all_bands, load_band
-    from memoree.queries.fact_results import band_result, existing_fact_result
-
-    def load_attest(conn: Any, inp: FactAttestInput, prepared: PreparedAttest) -> AttestState:
-        declared = REGISTRY.plugin_bands()
-        bands = all_bands(conn, declared)
-        return AttestState(
-            band=load_band(conn, inp.band, declared),
-            source_versions=manifest_source_versions(bands.values(), REGISTRY.fn_keys()),
-            existing=lambda cid: existing_fact_result(conn, cid),
-        )
-
-    def load_band_state(conn: Any, inp: BandRegisterInput, prepared: PreparedBand) -> BandState:
-        existing = load_band(conn, inp.band, REGISTRY.plugin_bands())
-        result = band_result(conn, inp.band) if existing is not None and existing.commit_seq else None
-        return BandState(existing=existing, existing_result=result)
-
-    engine.handler.commands.update({
-        "band.register": Command(
-            prepare=prepare_band, load=load_band_state, authorize=lambda *_: None,
-            decide=decide_band_register,
-        ),
-        "fact.attest": Command(
-            prepare=lambda inp: prepare_attest(inp, engine.node_key()), load=load_attest,
-            authorize=lambda *_: None, decide=decide_attest,
-        ),
-    })
-

@@ -24,8 +24,8 @@ from memoree.eventlog.events import Scope, event_type_name
 from memoree.eventlog.store import NewEvent
 from memoree.projections.base import Projector, apply_events
 from memoree.projections.idempotency import stored_result
-from memoree.queries.relations import find_edge
-from memoree.scope import require_write_scope
+from memoree.projections.relations import find_edge
+from memoree.eventlog.scope import require_write_scope
 
 from . import artifacts, claims, purge, relations
 from .context import DecideContext, Decision

@@ -17,8 +17,8 @@ from memoree import limits
 from memoree.errors import InvalidRequest, NotFound
 from memoree.eventlog.events import RelationAdded, Scope
 from memoree.inputs import RelationPutInput, check_id, check_json_object
-from memoree.queries.relations import RelationMutationResult, RelationRecord
-from memoree.scope import require_write_scope
+from memoree.projections.relations import RelationMutationResult, RelationRecord
+from memoree.eventlog.scope import require_write_scope
 
 from .context import DecideContext, Decision
 from .state import ArtifactState, ClaimState

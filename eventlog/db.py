@@ -17,10 +17,11 @@ try:  # pragma: no cover - which branch runs depends on the platform
 except ImportError:  # pragma: no cover
     import sqlite3  # type: ignore[no-redef]
 
-__all__ = ["Features", "connect", "create_private", "execute_script", "features", "open_throwaway", "sqlite3"]
+__all__ = ["DB_FILENAME", "Features", "connect", "create_private", "execute_script", "features", "open_throwaway", "sqlite3"]
 
 # How long a writer waits for another to finish. Long enough to outlast the swap of a reindex
 # (about 4 s per 100k events) or a backup's snapshot; short of the 30 s a client waits for a reply.
+DB_FILENAME = "memoree.sqlite3"  # a store's SQLite file inside its data dir
 BUSY_TIMEOUT_MS = 20_000
 WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 

@@ -28,7 +28,7 @@ from .store import (
     paged_raw_events,
 )
 
-__all__ = ["LOG_SCHEMA", "SqliteEventStore", "savepoint", "translate_sqlite_error"]
+__all__ = ["INSERT_EVENT", "LOG_SCHEMA", "SqliteEventStore", "savepoint", "translate_sqlite_error"]
 
 LOG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -66,7 +66,7 @@ CREATE TRIGGER IF NOT EXISTS idempotency_noops_no_delete BEFORE DELETE ON idempo
     BEGIN SELECT RAISE(ABORT, 'no-op idempotency records are append-only'); END;
 """
 
-_INSERT = (
+INSERT_EVENT = (
     "INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
     "idempotency_key, request_digest, data, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 )
@@ -140,7 +140,7 @@ class SqliteEventStore:
             )
             digest = chain_hash(prev, data)
             try:
-                self.conn.execute(_INSERT, (
+                self.conn.execute(INSERT_EVENT, (
                     seq, event.event_id, event.type, event.stream_id, event.stream_version,
                     event.at, event.idempotency_key, event.request_digest, data, prev, digest,
                 ))

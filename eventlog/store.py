@@ -21,6 +21,7 @@ from .events import Scope
 
 __all__ = [
     "ChainBreak",
+    "EventSink",
     "EventStore",
     "IdempotencyHit",
     "LogHead",
@@ -95,6 +96,10 @@ class ChainBreak(msgspec.Struct, frozen=True):
 
 class StreamVersionConflict(RevisionConflict):
     """Another writer appended to the stream first (optimistic concurrency)."""
+
+
+EventSink = Callable[[Any, Sequence["RecordedEvent"]], None]
+"""Applies recorded events to a host's projections inside the caller's transaction."""
 
 
 class EventStore(Protocol):

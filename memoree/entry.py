@@ -13,10 +13,10 @@ __all__ = ["main"]
 def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["call"]:
-        from memoree.callcmd import main as call_main
+        from memoree.client.call import main as call_main
 
         sys.exit(call_main(argv[1:]))
-    from memoree.cli import app
+    from memoree.cli.app import app
 
     app()
 

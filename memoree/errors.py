@@ -3,7 +3,7 @@
 Every failure a caller can see is a ``MemoreeError`` subclass carrying a stable ``code`` (the
 protocol's error code), a ``retryable`` flag, the CLI ``exit_code``, an optional ``hint`` and
 machine-readable ``details``. Foreign exceptions are translated at one boundary each (the SQLite
-driver in ``eventlog.sqlite``, the transport in ``memoree.service``), never caught ad hoc.
+driver in ``eventlog.sqlite``, the transport in ``memoree.service.service``), never caught ad hoc.
 
     MemoreeError
     ├── NoAmbientContext        NO_AMBIENT_CONTEXT    exit 5

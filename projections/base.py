@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol
 
 from memoree.errors import IntegrityError
 from memoree.eventlog.db import execute_script
-from memoree.eventlog.store import RecordedEvent
+from memoree.eventlog.store import EventSink, RecordedEvent
 
 __all__ = [
     "CHECKPOINT_SCHEMA",
@@ -26,6 +26,7 @@ __all__ = [
     "bulk_mode",
     "checkpoints",
     "ensure_projectors",
+    "projection_sink",
     "reset",
 ]
 
@@ -95,6 +96,12 @@ def apply_events(conn: Any, projectors: Sequence[Projector], events: Sequence[Re
             f"projection checkpoint gap before commit_seq {first}",
             details={"commit_seq": first}, hint="Run `memoree reindex` to rebuild the projections.",
         )
+
+
+def projection_sink(projectors: Sequence[Projector]) -> EventSink:
+    """An ``EventSink`` that applies events to ``projectors`` (how a shared log's replica feeds them)."""
+    chosen = list(projectors)
+    return lambda conn, events: apply_events(conn, chosen, events)
 
 
 def reset(conn: Any, projector: Projector) -> None:

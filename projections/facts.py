@@ -15,13 +15,13 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from memoree.emem import cbor
-from memoree.emem.batch_merkle import MerkleProof, proof_to_json
-from memoree.emem.facts import fact_cid_of_cbor
-from memoree.emem.receipts import receipt_to_json
+from memoree.factplane.emem import cbor
+from memoree.factplane.emem.batch_merkle import MerkleProof, proof_to_json
+from memoree.factplane.emem.facts import fact_cid_of_cbor
+from memoree.factplane.emem.receipts import receipt_to_json
 from memoree.errors import IntegrityError
 from memoree.eventlog.store import RecordedEvent
-from memoree.factplane import attestation_receipt, emem_scope, scope_key
+from memoree.factplane.identity import attestation_receipt, emem_scope, scope_key
 
 __all__ = ["FactsProjector", "proof_of_event"]
 

@@ -15,14 +15,15 @@ from typing import Any, ClassVar
 import msgspec
 
 from memoree.eventlog.store import RecordedEvent
-from memoree.queries.records import (
+from memoree.projections.fact_results import band_registered_result, fact_attested_result
+from memoree.projections.records import (
     RETENTION_NOTICE,
     ArtifactMutationResult,
     ClaimMutationResult,
     artifact_record,
     claim_record,
 )
-from memoree.queries.relations import RelationMutationResult, relation_record
+from memoree.projections.relations import RelationMutationResult, relation_record
 
 __all__ = ["RESULT_BUILDERS", "IdempotencyProjector", "OP_FOR_EVENT", "stored_result"]
 
@@ -77,15 +78,9 @@ RESULT_BUILDERS: dict[str, ResultBuilder] = {
     "claim.revised": _claim_result,
     "claim.retracted": _claim_result,
     "relation.added": _relation_result,
-    "band.registered": lambda conn, event: _fact_results().band_registered_result(conn, event),
-    "fact.attested": lambda conn, event: _fact_results().fact_attested_result(conn, event),
+    "band.registered": band_registered_result,
+    "fact.attested": fact_attested_result,
 }
-
-
-def _fact_results():  # type: ignore[no-untyped-def]
-    from memoree.queries import fact_results
-
-    return fact_results
 
 _encode = msgspec.json.Encoder().encode
 

@@ -19,7 +19,7 @@ from memoree.inputs import CitationGetInput
 from memoree.projections.chunker import span_citation
 from memoree.projections.text import floor_char_boundary, is_char_boundary
 
-from .records import TextContent, content_for_output
+from memoree.projections.records import TextContent, content_for_output
 
 __all__ = ["CitationResult", "citation_get", "parse_citation"]
 

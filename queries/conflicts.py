@@ -16,7 +16,7 @@ from memoree import limits
 from memoree.eventlog.events import Scope
 from memoree.inputs import ConflictListInput, check_cursor, check_limit, check_reason
 
-from .records import ClaimRecord, OwnerContext, claim_record
+from memoree.projections.records import ClaimRecord, OwnerContext, claim_record
 from .relations import horizon_filter
 
 __all__ = ["ConflictCase", "ConflictList", "ConflictSide", "conflict_list"]

@@ -22,7 +22,7 @@ from memoree.inputs import ContextBuildInput
 from memoree.projections.text import floor_char_boundary
 
 from .recall import ConflictSummary, evidence_citation, open_conflicts
-from .records import OwnerContext
+from memoree.projections.records import OwnerContext
 from .risk import hit_risk_signals
 from .search import (
     BROADEN_HINT,

@@ -24,7 +24,7 @@ from memoree.inputs import (
     check_limit,
 )
 
-from .records import (
+from memoree.projections.records import (
     ArtifactRecord,
     ClaimRecord,
     artifact_from_row,

@@ -19,41 +19,53 @@ Receipt verification (``receipt.verify``) uses the proof this responder recorded
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
-import msgspec
-
-from memoree.emem import b32, cell64
-from memoree.emem.batch_merkle import MerkleProof, proof_from_json
-from memoree.emem.errors import EmemError, InvalidCell
-from memoree.emem.facts import fact_from_cbor, fact_json, is_fact_cid
-from memoree.emem.receipts import AsOf, Receipt, receipt_from_json, verify_receipt
-from memoree.emem.receipts import Scope as EmemScope
+from memoree.factplane.emem import b32, cell64
+from memoree.factplane.emem.batch_merkle import MerkleProof
+from memoree.factplane.emem.errors import EmemError, InvalidCell
+from memoree.factplane.emem.facts import is_fact_cid
+from memoree.factplane.emem.receipts import AsOf, Receipt, receipt_from_json, verify_receipt
+from memoree.factplane.emem.receipts import Scope as EmemScope
 from memoree.eventlog.timefmt import parse_rfc3339
-from memoree.factplane import (
-    BUILTIN_BANDS,
+from memoree.factplane.identity import (
     DETERMINISTIC_CLASSES,
     PROVENANCE_CLASSES,
     RECALL_PRIMITIVE,
-    Band,
     emem_scope,
     fact_error,
     scope_key,
+)
+from memoree.projections.fact_rows import (
+    FACT_COLUMNS,
+    FactRow,
+    all_bands,
+    band_csv,
+    band_record,
+    decoded_view,
+    fact_row,
+    fact_row_of,
+    fact_view,
+    load_band,
+    registered_bands,
+    remember_fact,
 )
 
 __all__ = [
     "FactRow",
     "RecallPlan",
     "all_bands",
+    "band_csv",
+    "band_record",
     "fact_present",
     "fact_view",
     "load_band",
     "plan_recall",
     "recall_receipt",
+    "registered_bands",
+    "remember_fact",
     "select_facts",
     "verify_receipt_document",
 ]
@@ -62,54 +74,6 @@ INT64_MAX = (1 << 63) - 1
 STORED_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 MAX_RECALL_BANDS = 64
 MAX_BAND_KEY_BYTES = 256
-
-_BAND_COLUMNS = ("band, unit, tempo, provenance_class, source_kind, privacy_class, description, "
-                 "dataset_id, csv_sha256, radius_m, sample_count, captured_at, commit_seq")
-_FACT_COLUMNS = ("fact_cid, cell, band, tslot, kind, signed_at, provenance_class, body, "
-                 "reason_text, proof_json, receipt_json, commit_seq")
-
-
-# --- bands ----------------------------------------------------------------------------------------
-
-
-def _band_of_row(row: tuple[Any, ...]) -> Band:
-    (name, unit, tempo, klass, kind, privacy, description, dataset_id, sha, radius, count,
-     captured_at, commit_seq) = row
-    return Band(name=name, unit=unit, tempo=tempo, provenance_class=klass, source_kind=kind,
-                privacy_class=privacy, description=description,
-                materializer="local.csv_nearest@1" if kind == "file" else None,
-                dataset_id=dataset_id, csv_sha256=sha, radius_m=radius, sample_count=count,
-                captured_at=captured_at, commit_seq=commit_seq)
-
-
-def registered_bands(conn: Any) -> dict[str, Band]:
-    rows = conn.execute(f"SELECT {_BAND_COLUMNS} FROM fact_bands ORDER BY band").fetchall()
-    return {row[0]: _band_of_row(row) for row in rows}
-
-
-def load_band(conn: Any, name: str, declared: Mapping[str, Band] | None = None) -> Band | None:
-    """A band by name: registered in the log, built in, or declared by a materializer plugin."""
-    row = conn.execute(f"SELECT {_BAND_COLUMNS} FROM fact_bands WHERE band = ?", (name,)).fetchone()
-    if row is not None:
-        return _band_of_row(row)
-    return BUILTIN_BANDS.get(name) or (declared or {}).get(name)
-
-
-def all_bands(conn: Any, declared: Mapping[str, Band] | None = None) -> dict[str, Band]:
-    """Every band known here, by name; the log's registrations win over declarations."""
-    return {**dict(declared or {}), **BUILTIN_BANDS, **registered_bands(conn)}
-
-
-def band_csv(conn: Any, name: str) -> bytes | None:
-    row = conn.execute("SELECT csv FROM fact_bands WHERE band = ?", (name,)).fetchone()
-    return None if row is None or row[0] is None else bytes(row[0])
-
-
-def band_record(band: Band) -> dict[str, Any]:
-    record = msgspec.to_builtins(band)
-    record["band_metadata"] = band.metadata()
-    return record
-
 
 # --- recall plan (pure) ---------------------------------------------------------------------------
 
@@ -212,30 +176,6 @@ def _class_filter(provenance: list[str] | None, deterministic: bool | None) -> f
 # --- selection ------------------------------------------------------------------------------------
 
 
-class FactRow(NamedTuple):
-    fact_cid: str
-    cell: str
-    band: str
-    tslot: int
-    kind: str
-    signed_at: str
-    provenance_class: str
-    body: bytes
-    reason_text: str | None
-    proof_json: str
-    receipt_json: str
-    commit_seq: int
-
-    def proof(self) -> MerkleProof:
-        return proof_from_json(msgspec.json.decode(self.proof_json))
-
-
-def _row(row: tuple[Any, ...]) -> FactRow:
-    values = list(row)
-    values[7] = bytes(values[7])
-    return FactRow(*values)
-
-
 def _in(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
     items = sorted(values)
     return f" AND {column} IN ({','.join('?' * len(items))})", items
@@ -243,7 +183,7 @@ def _in(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
 
 def select_facts(conn: Any, plan: RecallPlan) -> list[FactRow]:
     """The facts a recall returns, in response order (see the module docstring)."""
-    sql = f"SELECT {_FACT_COLUMNS} FROM facts WHERE cell = ?"
+    sql = f"SELECT {FACT_COLUMNS} FROM facts WHERE cell = ?"
     params: list[Any] = [plan.cell]
     if plan.scope_key is not None:
         sql += " AND scope_key = ?"
@@ -264,7 +204,7 @@ def select_facts(conn: Any, plan: RecallPlan) -> list[FactRow]:
     sql += " ORDER BY band, tslot, commit_seq"
     latest: dict[tuple[str, int], FactRow] = {}
     for row in conn.execute(sql, params).fetchall():
-        fact = _row(row)
+        fact = fact_row_of(row)
         latest[(fact.band, fact.tslot)] = fact  # ordered by commit_seq: the last one wins
     chosen = list(latest.values())
     if plan.bounded and plan.tslot is None:
@@ -306,75 +246,11 @@ def facts_at_cell(conn: Any, cell: str, scope: str | None) -> int:
     return conn.execute(sql, params).fetchone()[0]
 
 
-def fact_row(conn: Any, fact_cid: str) -> FactRow | None:
-    row = conn.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_cid = ?", (fact_cid,)).fetchone()
-    return None if row is None else _row(row)
-
-
-# --- views ----------------------------------------------------------------------------------------
-
-
-class _Decoded(NamedTuple):
-    view: dict[str, Any]  # the body's JSON view (never mutated once cached)
-    first_scheme: str | None
-    captured_at: tuple[str, ...]
-
-
-_DECODED: OrderedDict[str, _Decoded] = OrderedDict()
-_DECODED_MAX = 4096
-_decoded_lock = threading.Lock()
-
-
-def _decoded_of(fact: Any, reason_text: str | None) -> _Decoded:
-    sources = getattr(fact, "sources", None) or []
-    return _Decoded(
-        view=fact_json(fact, reason_text=reason_text),
-        first_scheme=sources[0].scheme if sources else None,
-        captured_at=tuple(s.captured_at for s in sources if isinstance(s.captured_at, str)),
-    )
-
-
-def _store(fact_cid: str, decoded: _Decoded) -> _Decoded:
-    with _decoded_lock:
-        _DECODED[fact_cid] = decoded
-        _DECODED.move_to_end(fact_cid)
-        while len(_DECODED) > _DECODED_MAX:
-            _DECODED.popitem(last=False)
-    return decoded
-
-
-def remember_fact(fact_cid: str, fact: Any, reason_text: str | None) -> None:
-    """Cache the view of a fact just signed here (its cid names immutable bytes)."""
-    _store(fact_cid, _decoded_of(fact, reason_text))
-
-
-def _decoded(fact_cid: str, body: bytes, reason_text: str | None) -> _Decoded:
-    # A fact_cid names immutable bytes, so its decoded view can be cached safely.
-    with _decoded_lock:
-        cached = _DECODED.get(fact_cid)
-    if cached is not None:
-        return cached
-    return _store(fact_cid, _decoded_of(fact_from_cbor(body), reason_text))
-
-
-def fact_view(row: FactRow, band: Band | None) -> dict[str, Any]:
-    """The OpenAPI Fact: the signed body's fields plus unsigned enrichments and its receipt."""
-    decoded = _decoded(row.fact_cid, row.body, row.reason_text)
-    view = dict(decoded.view)
-    if decoded.first_scheme is not None:
-        view["provenance"] = decoded.first_scheme
-    metadata = band.metadata() if band is not None else {"provenance_class": row.provenance_class}
-    metadata["provenance_class"] = row.provenance_class
-    view["band_metadata"] = metadata
-    view["receipt"] = msgspec.json.decode(row.receipt_json)
-    return view
-
-
 def source_freshness_s(rows: Iterable[FactRow], now_unix: float) -> int | None:
     """Age of the stalest dated source: now - min(captured_at); None when nothing is datable."""
     earliest: float | None = None
     for row in rows:
-        for text in _decoded(row.fact_cid, row.body, row.reason_text).captured_at:
+        for text in decoded_view(row.fact_cid, row.body, row.reason_text).captured_at:
             captured = _unix(text)
             if captured is not None and captured > 0:
                 earliest = captured if earliest is None else min(earliest, captured)

@@ -28,7 +28,7 @@ from memoree.projections.chunker import matched_window, span_citation
 from memoree.projections.text import truncate_utf8
 
 from .analysis import STOPWORDS, AnalyzedQuery, QueryAnalysis
-from .records import TextContent, content_for_output
+from memoree.projections.records import TextContent, content_for_output
 from .risk import hit_risk_signals
 from .search import (
     ReadScope,

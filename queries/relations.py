@@ -17,9 +17,16 @@ from memoree import limits
 from memoree.errors import NotFound, ScopeViolation
 from memoree.eventlog.events import Scope
 from memoree.inputs import RelationListInput, check_cursor, check_id, check_limit, check_reason
-from memoree.scope import describe, visible_at
+from memoree.eventlog.scope import describe, visible_at
 
-from .records import OwnerContext
+from memoree.projections.relations import (
+    RELATION_COLUMNS,
+    RelationMutationResult,
+    RelationRecord,
+    find_edge,
+    relation_from_row,
+    relation_record,
+)
 
 __all__ = [
     "RelationList",
@@ -43,24 +50,6 @@ BROADEN_HINTS = {
 }
 
 
-class RelationRecord(msgspec.Struct, kw_only=True):
-    relation_id: str
-    source_type: str
-    source_id: str
-    relation: str
-    target_type: str
-    target_id: str
-    metadata: dict[str, Any]
-    context: OwnerContext
-    created_at: str
-    relation_commit_seq: int
-
-
-class RelationMutationResult(RelationRecord, kw_only=True):
-    commit_seq: int
-    created: bool
-
-
 class RelationList(msgspec.Struct, kw_only=True, omit_defaults=True):
     entity_type: str
     entity_id: str
@@ -71,43 +60,6 @@ class RelationList(msgspec.Struct, kw_only=True, omit_defaults=True):
     truncated: bool
     next_before_commit_seq: int | None = None
     broaden_hint: str | None = None
-
-
-_RELATION_COLUMNS = (
-    "id, source_type, source_id, relation, target_type, target_id, metadata_json, "
-    "workspace_id, project_id, task_id, component, created_at, relation_commit_seq"
-)
-_RELATION_SQL = f"SELECT {_RELATION_COLUMNS} FROM relations "
-
-
-def relation_from_row(row: Sequence[Any]) -> RelationRecord:
-    (relation_id, source_type, source_id, relation, target_type, target_id, metadata, ws, prj,
-     task, component, created_at, commit_seq) = row
-    return RelationRecord(
-        relation_id=relation_id, source_type=source_type, source_id=source_id, relation=relation,
-        target_type=target_type, target_id=target_id, metadata=msgspec.json.decode(metadata),
-        context=OwnerContext(workspace_id=ws, project_id=prj, task_id=task, component=component,
-                             pins=[]),
-        created_at=created_at, relation_commit_seq=commit_seq,
-    )
-
-
-def relation_record(conn: Any, relation_id: str) -> RelationRecord:
-    row = conn.execute(_RELATION_SQL + "WHERE id = ?", (relation_id,)).fetchone()
-    if row is None:
-        raise NotFound(f"relation {relation_id}")
-    return relation_from_row(row)
-
-
-def find_edge(conn: Any, source_type: str, source_id: str, relation: str, target_type: str,
-              target_id: str) -> RelationRecord | None:
-    """The relation with exactly this directed 5-tuple, if one exists."""
-    row = conn.execute(
-        _RELATION_SQL + "WHERE source_type = ? AND source_id = ? AND relation = ? "
-        "AND target_type = ? AND target_id = ?",
-        (source_type, source_id, relation, target_type, target_id),
-    ).fetchone()
-    return None if row is None else relation_from_row(row)
 
 
 def horizon_filter(alias: str, ambient: Scope, horizon: str) -> tuple[str, tuple[Any, ...]]:
@@ -188,7 +140,7 @@ def _page_rows(conn: Any, ambient: Scope, inp: RelationListInput, limit: int,
         where += " AND r.relation = ?"
         params += (inp.relation,)
     scope_sql, scope_params = horizon_filter("r", ambient, inp.horizon)
-    sql = (f"SELECT {_RELATION_COLUMNS} FROM relations r WHERE {where}{scope_sql} "
+    sql = (f"SELECT {RELATION_COLUMNS} FROM relations r WHERE {where}{scope_sql} "
            "AND r.relation_commit_seq < ? ORDER BY r.relation_commit_seq DESC LIMIT ?")
     return conn.execute(sql, (*params, *scope_params, before, limit + 1)).fetchall()
 

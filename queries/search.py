@@ -39,7 +39,7 @@ from memoree.projections.fts import TRIGRAM_VOCAB_TABLES, ensure_trigram_vocab
 from . import dense
 from .analysis import POLICY_VERSION as LEXICAL_POLICY_VERSION
 from .analysis import AnalyzedQuery, QueryAnalysis, QueryError, QueryUnit, analyze_query
-from .records import OwnerContext
+from memoree.projections.records import OwnerContext
 
 __all__ = [
     "Ranking",

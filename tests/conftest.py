@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memoree.service import Service
+from memoree.service.service import Service
 
 CTX = {"workspace_id": "wsp_test", "project_id": "prj_test"}
 

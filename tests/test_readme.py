@@ -12,7 +12,7 @@ from pathlib import Path
 import typer.main
 from typer.testing import CliRunner
 
-from memoree.cli import app
+from memoree.cli.app import app
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

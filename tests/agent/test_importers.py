@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from memoree.callcmd import CallOptions
-from memoree.caller import Sender
-from memoree.importers import import_file, plan_mcp_memory
-from memoree.ops import OPS
+from memoree.client.call import CallOptions
+from memoree.agents.caller import Sender
+from memoree.agents.importers import import_file, plan_mcp_memory
+from memoree.protocol.ops import OPS
 from tests.agent.conftest import CTX, Cli
 
 ENTITIES = [

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import msgspec
 
-from memoree import discovery
-from memoree.ops import OPS
+from memoree.service import discovery
+from memoree.protocol.ops import OPS
 
-REGENERATE = "python -m memoree.discovery --write-skill"
+REGENERATE = "python -m memoree.service.discovery --write-skill"
 
 
 class TestInstructions:

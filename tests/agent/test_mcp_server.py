@@ -15,9 +15,9 @@ import anyio
 import msgspec
 import pytest
 
-from memoree.client import Endpoint, probe
-from memoree.mcp_server import AGENT_OPS, build_tools, derived_tool_key, input_schema, tool_request
-from memoree.ops import OPS
+from memoree.client.transport import Endpoint, probe
+from memoree.agents.mcp_server import AGENT_OPS, build_tools, derived_tool_key, input_schema, tool_request
+from memoree.protocol.ops import OPS
 from tests.agent.conftest import CTX, MEMOREE, Cli
 
 TEXT = "SQLite is authoritative; the filesystem CAS stores blobs."
@@ -135,7 +135,7 @@ class TestMcpServer:
         assert 2 == cli.head()
 
 
-@pytest.mark.parametrize("module", ["memoree.cli", "memoree.callcmd"])
+@pytest.mark.parametrize("module", ["memoree.cli.app", "memoree.client.call"])
 def test_the_sdk_is_imported_only_by_the_mcp_command(module: str) -> None:
     """Loading the CLI or the call path never imports the MCP SDK."""
     code = f"import sys, {module}; print('mcp' in sys.modules)"

@@ -6,7 +6,7 @@ import json
 import stat
 from pathlib import Path
 
-from memoree.ops import OPS
+from memoree.protocol.ops import OPS
 from tests.agent.conftest import Cli
 
 SECRET = "quetzal-7731"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from memoree.remember import build_plan, byte_spans, verify_proposal
+from memoree.agents.remember import build_plan, byte_spans, verify_proposal
 from tests.agent.conftest import CTX, Cli
 
 NOTE = "Décision: SQLite is authoritative; the CAS stores blobs. Deploys run on Fridays."

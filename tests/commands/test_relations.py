@@ -10,7 +10,7 @@ from memoree.commands.state import ArtifactState, ClaimState
 from memoree.errors import InvalidRequest, NotFound, ScopeViolation
 from memoree.eventlog.events import RelationAdded, Scope
 from memoree.inputs import RelationPutInput
-from memoree.queries.records import OwnerContext
+from memoree.projections.records import OwnerContext
 from memoree.queries.relations import RelationMutationResult, RelationRecord
 from tests.commands.test_artifact_deciders import SCOPE, fixed_ctx
 

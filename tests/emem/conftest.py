@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memoree.emem import b32, cell64
-from memoree.emem.facts import Derivation, PrimaryFact, Source
+from memoree.factplane.emem import b32, cell64
+from memoree.factplane.emem.facts import Derivation, PrimaryFact, Source
 
 PRODUCTION_CELL = "defi.zb493.xuqA.zcb5f"
 PRODUCTION_FACT_CID = "yqbolgeoycqkvj3zkxukb4bjw4odhpwvfzqo3fbgwf4spk45zala"

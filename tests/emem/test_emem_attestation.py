@@ -1,14 +1,14 @@
-"""Tests for memoree.emem.attestation: signing a batch of facts, such as one absence."""
+"""Tests for memoree.factplane.emem.attestation: signing a batch of facts, such as one absence."""
 
 from __future__ import annotations
 
 import blake3
 import pytest
 
-from memoree.emem import batch_merkle as bm
-from memoree.emem import facts, preimage, signing
-from memoree.emem.attestation import attest_facts, attestation_digest, check_attestation
-from memoree.emem.errors import EmemError
+from memoree.factplane.emem import batch_merkle as bm
+from memoree.factplane.emem import facts, preimage, signing
+from memoree.factplane.emem.attestation import attest_facts, attestation_digest, check_attestation
+from memoree.factplane.emem.errors import EmemError
 
 
 def absence(seed: bytes, band: str = "local.elevation") -> facts.AbsenceFact:

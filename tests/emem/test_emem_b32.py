@@ -1,11 +1,11 @@
-"""Tests for memoree.emem.b32: lowercase, unpadded, strictly validated base32."""
+"""Tests for memoree.factplane.emem.b32: lowercase, unpadded, strictly validated base32."""
 
 from __future__ import annotations
 
 import pytest
 
-from memoree.emem import b32
-from memoree.emem.errors import EmemError
+from memoree.factplane.emem import b32
+from memoree.factplane.emem.errors import EmemError
 
 
 class TestEncode:

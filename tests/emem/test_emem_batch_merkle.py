@@ -1,12 +1,12 @@
-"""Tests for memoree.emem.batch_merkle: emem's v0/v1 attestation batch tree (§4)."""
+"""Tests for memoree.factplane.emem.batch_merkle: emem's v0/v1 attestation batch tree (§4)."""
 
 from __future__ import annotations
 
 import msgspec
 import pytest
 
-from memoree.emem import batch_merkle as bm
-from memoree.emem.errors import EmemError
+from memoree.factplane.emem import batch_merkle as bm
+from memoree.factplane.emem.errors import EmemError
 
 
 def mk(i: int) -> bytes:

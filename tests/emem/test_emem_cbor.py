@@ -1,4 +1,4 @@
-"""Tests for memoree.emem.cbor: the exact bytes of emem-recall.md §2.2."""
+"""Tests for memoree.factplane.emem.cbor: the exact bytes of emem-recall.md §2.2."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import msgspec
 import pytest
 from msgspec import UNSET, UnsetType
 
-from memoree.emem import cbor
-from memoree.emem.errors import EmemError
+from memoree.factplane.emem import cbor
+from memoree.factplane.emem.errors import EmemError
 
 
 class TestFloats:

@@ -1,4 +1,4 @@
-"""Tests for memoree.emem.cell64 against the vectors of emem-recall.md §1."""
+"""Tests for memoree.factplane.emem.cell64 against the vectors of emem-recall.md §1."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from memoree.emem import cell64
-from memoree.emem.errors import EmemError, InvalidCell, NotGeoCell
+from memoree.factplane.emem import cell64
+from memoree.factplane.emem.errors import EmemError, InvalidCell, NotGeoCell
 
 PUBLISHED_VECTORS = [
     (12.971641, 77.594609, "defi.zb493.xoso.zcb6a"),

@@ -1,4 +1,4 @@
-"""Tests for memoree.emem.facts: fact CBOR bytes, fact_cid, absences and the JSON view."""
+"""Tests for memoree.factplane.emem.facts: fact CBOR bytes, fact_cid, absences and the JSON view."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import blake3
 import msgspec
 import pytest
 
-from memoree.emem import b32, cbor, facts
-from memoree.emem.errors import EmemError
-from memoree.emem.facts import AbsenceFact, Derivation, DerivativeFact, PrimaryFact, Source
+from memoree.factplane.emem import b32, cbor, facts
+from memoree.factplane.emem.errors import EmemError
+from memoree.factplane.emem.facts import AbsenceFact, Derivation, DerivativeFact, PrimaryFact, Source
 
 PRODUCTION_FACT_CID = "yqbolgeoycqkvj3zkxukb4bjw4odhpwvfzqo3fbgwf4spk45zala"
 

@@ -1,11 +1,11 @@
-"""Tests for memoree.emem.ids: reason, entity and bundle cids, and tokens (§2.4, §2.5)."""
+"""Tests for memoree.factplane.emem.ids: reason, entity and bundle cids, and tokens (§2.4, §2.5)."""
 
 from __future__ import annotations
 
 import pytest
 
-from memoree.emem import ids
-from memoree.emem.errors import EmemError
+from memoree.factplane.emem import ids
+from memoree.factplane.emem.errors import EmemError
 
 
 class TestReasonCid:

@@ -1,4 +1,4 @@
-"""Tests for memoree.emem.receipts: preimage bytes, digests, signatures and verdicts (§3)."""
+"""Tests for memoree.factplane.emem.receipts: preimage bytes, digests, signatures and verdicts (§3)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import blake3
 import msgspec
 import pytest
 
-from memoree.emem import batch_merkle as bm
-from memoree.emem import facts, receipts, signing
-from memoree.emem.errors import EmemError
-from memoree.emem.receipts import AsOf, FieldRef, Receipt, Scope
+from memoree.factplane.emem import batch_merkle as bm
+from memoree.factplane.emem import facts, receipts, signing
+from memoree.factplane.emem.errors import EmemError
+from memoree.factplane.emem.receipts import AsOf, FieldRef, Receipt, Scope
 
 PRODUCTION_FACT_CID = "yqbolgeoycqkvj3zkxukb4bjw4odhpwvfzqo3fbgwf4spk45zala"
 TEST_SOURCE_VERSIONS = {

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memoree.emem import errors, preimage, signing, timefmt
+from memoree.factplane.emem import errors, preimage, signing, timefmt
 
 
 class TestErrors:

@@ -1,11 +1,11 @@
-"""Tests for memoree.emem.tslot against emem-recall.md §5.3."""
+"""Tests for memoree.factplane.emem.tslot against emem-recall.md §5.3."""
 
 from __future__ import annotations
 
 import pytest
 
-from memoree.emem import tslot
-from memoree.emem.errors import EmemError
+from memoree.factplane.emem import tslot
+from memoree.factplane.emem.errors import EmemError
 
 JAN_1_2024 = 1_704_067_200
 
@@ -69,7 +69,7 @@ class TestTslotText:
 
     def test_rejects_non_canonical(self) -> None:
         """Over-long LEB128, trailing bytes, bad prefixes and u64 overflow are refused."""
-        from memoree.emem import b32
+        from memoree.factplane.emem import b32
 
         bad = [
             "t." + b32.encode(b"\x80\x00"),  # zero in a redundant continuation byte

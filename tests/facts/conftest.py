@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from memoree.emem import cell64
-from memoree.service import Service
+from memoree.factplane.emem import cell64
+from memoree.service.service import Service
 from tests.conftest import Caller
 
 CELL = "defi.zb493.xuqA.zcb5f"  # Bengaluru, the spec's locate vector

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from memoree.client import Endpoint, probe
-from memoree.daemon import Daemon
+from memoree.client.transport import Endpoint, probe
+from memoree.daemon.server import Daemon
 from memoree.queries.facts import verify_receipt_document
-from memoree.rest import ERROR_CATALOGUE, openapi_document
-from memoree.service import Service
+from memoree.factplane.rest import ERROR_CATALOGUE, openapi_document
+from memoree.service.service import Service
 from tests.facts.conftest import CELL, CELL_LAT
 
 ENVELOPE_KEYS = {"schema", "code", "message"}

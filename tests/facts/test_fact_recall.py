@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from memoree.emem import cell64
-from memoree.emem.facts import fact_cid, fact_from_builtins
-from memoree.factplane import Band, cell_area_m2
-from memoree.materializers import (
+from memoree.factplane.emem import cell64
+from memoree.factplane.emem.facts import fact_cid, fact_from_builtins
+from memoree.factplane.identity import Band, cell_area_m2
+from memoree.factplane.materializers import (
     REGISTRY,
     MaterializeRequest,
     Reading,

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from memoree import audit, backup, transfer
-from memoree.engine import Engine
+from memoree.admin import verify as audit, backup, transfer
+
+from memoree.eventlog import sealing
+from memoree.service.engine import Engine
 from memoree.errors import InvalidRequest
 from memoree.eventlog.checkpoints import list_checkpoints
 from memoree.projections.base import owned_tables
@@ -32,7 +34,7 @@ def populate(call: Caller, n: int = 12) -> None:
                                      "evidence": [{"artifact_id": art["artifact_id"], "revision_id": art["revision_id"],
                                                    "start_byte": 0, "end_byte": 8}]}, key=f"c{i}")
         if i in (4, 9):
-            audit.seal(call.service.engine)
+            sealing.seal(call.service.engine)
 
 
 def without_query_time(document: Any) -> Any:
@@ -122,7 +124,7 @@ class TestVerify:
         """Removing the last sealed event is reported at that position, from the signed size."""
         populate(call)
         engine = call.service.engine
-        audit.seal(engine)
+        sealing.seal(engine)
         path, lines, pubkey = export_lines(call, tmp_path)
         head = engine.head()
         tamper(engine, "DELETE FROM events WHERE commit_seq = ?", head)
@@ -211,10 +213,10 @@ class TestProofs:
 
         populate(call)
         engine = call.service.engine
-        proof = audit.prove(engine, 3)
+        proof = sealing.prove(engine, 3)
         assert verify_inclusion(HASHER, 2, proof["tree_size"], bytes.fromhex(proof["leaf_hash"]),
                                 [bytes.fromhex(x) for x in proof["proof"]], bytes.fromhex(proof["root"]))
-        both = audit.consistency(engine, 1, 2)
+        both = sealing.consistency(engine, 1, 2)
         assert verify_consistency(HASHER, both["old"]["tree_size"], both["new"]["tree_size"],
                                   [bytes.fromhex(x) for x in both["proof"]], bytes.fromhex(both["old"]["root"]),
                                   bytes.fromhex(both["new"]["root"]))
@@ -225,7 +227,7 @@ class TestProofs:
         engine = call.service.engine
         engine.rotate_key()
         call.put_text("after rotation", key="after")
-        audit.seal(engine)
+        sealing.seal(engine)
         assert {1, 2} == {cp.key_epoch for cp in list_checkpoints(engine.conn)}
         assert audit.verify(engine)["ok"]
         path, _, pubkey = export_lines(call, tmp_path)
@@ -269,7 +271,7 @@ class TestRecovery:
         restored = Engine(tmp_path / "restored")
         assert tables_snapshot(engine) == tables_snapshot(restored)
         restored.close()
-        from memoree.service import Service
+        from memoree.service.service import Service
 
         twin = Caller(Service(tmp_path / "restored"))
         assert twin.ok("search", {"query": "evidence number"})["result"]["hits"]
@@ -302,7 +304,7 @@ class TestRecovery:
         """A backup killed at any moment leaves the destination absent or complete; the next one cleans up."""
         data = tmp_path / "data"
         engine = Engine(data)
-        from memoree.service import Service
+        from memoree.service.service import Service
 
         service = Service(data)
         caller = Caller(service)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from memoree.context import CONTEXT_FREE_OPS, ContextResolutionError, resolve, task_id_for
-from memoree.ops import OPS
+from memoree.client.context import CONTEXT_FREE_OPS, ContextResolutionError, resolve, task_id_for
+from memoree.protocol.ops import OPS
 
 MEMOREE = [sys.executable, "-m", "memoree"]
 
@@ -129,7 +129,7 @@ class TestHumanCommands:
         """Every command and sub-command of the CLI has help text."""
         import typer.main
 
-        from memoree.cli import app
+        from memoree.cli.app import app
 
         def walk(command: Any, path: str) -> list[tuple[str, Any]]:
             found = [(path, command)]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from memoree.client import Endpoint, TransportFailure, exchange, probe
+from memoree.client.transport import Endpoint, TransportFailure, exchange, probe
 
 CTX = {"workspace_id": "wsp_d", "project_id": "prj_d"}
 
@@ -153,7 +153,7 @@ class TestTransport:
     def test_clean_call_imports_only_the_standard_library(self, daemon: Running, tmp_path: Path) -> None:
         """memoree call to a running daemon never loads msgspec, SQLite, typer, pydantic, structlog,
         numpy or the embedding model (its tokenizer and weights)."""
-        probe_code = ("import sys, json; from memoree import callcmd;"
+        probe_code = ("import sys, json; from memoree.client import call as callcmd;"
                       "body, code = callcmd.run(json.dumps({'request_id':'c','op':'capabilities','input':{}}).encode());"
                       "assert code == 0, body;"
                       "heavy = ('msgspec','sqlite3','pysqlite3','sqlite_utils','typer','pydantic','structlog','rich','blake3','click',"
@@ -224,8 +224,8 @@ class TestAutostartAndCrash:
 
     def test_version_skew_is_refused(self, daemon: Running, monkeypatch: pytest.MonkeyPatch) -> None:
         """A client of another version refuses to talk to the daemon (CONFIG_ERROR)."""
-        from memoree import client
-        from memoree.client import ClientConfigError, request_via_daemon
+        from memoree.client import transport as client
+        from memoree.client.transport import ClientConfigError, request_via_daemon
 
         monkeypatch.setattr(client, "__version__", "0.0.0-other")
         with pytest.raises(ClientConfigError):

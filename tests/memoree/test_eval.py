@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from memoree.cli import app
-from memoree.evaluation import (
+from memoree.cli.app import app
+from memoree.admin.evaluation import (
     CorpusError,
     EvalOptions,
     compare_baseline,

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 from rich.progress import Progress
 
-from memoree.progress import Reporter, progress_reporter
+from memoree.cli.progress import Reporter, progress_reporter
 
 
 def test_the_reporter_moves_and_relabels_the_bar() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from memoree.client import Endpoint, TransportFailure, exchange, probe
+from memoree.client.transport import Endpoint, TransportFailure, exchange, probe
 from memoree.eventlog.keys import KeyRing
 from memoree.eventlog.postgres import PostgresEventStore
 from memoree.eventlog.store import first_chain_break

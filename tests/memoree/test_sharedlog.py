@@ -15,14 +15,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from memoree import audit
+from memoree.eventlog import sealing
 from memoree.errors import ConfigError, IntegrityError
 from memoree.eventlog.db import connect
 from memoree.eventlog.postgres import PostgresEventStore
 from memoree.eventlog.sqlite import SqliteEventStore
-from memoree.logconfig import log_url
-from memoree.logmigrate import migrate
-from memoree.service import Service
+from memoree.service.logconfig import log_url
+from memoree.eventlog.migrate import migrate
+from memoree.service.service import Service
 from tests.conftest import Caller
 from tests.pgsupport import fresh_database
 
@@ -171,7 +171,7 @@ class TestMigration:
         caller = Caller(solo)
         artifact = caller.put_text("x" * 40_000, key="big")
         caller.put_text("small note", key="small")
-        audit.seal(solo.engine)
+        sealing.seal(solo.engine)
         solo.close()
         source = SqliteEventStore(connect(tmp_path / "a" / "memoree.sqlite3"))
         with fresh_database() as url:
@@ -220,11 +220,11 @@ class TestNodeKeys:
         b.head()
         b.service.engine.keys.current()
         with pytest.raises(ConfigError):
-            audit.seal(b.service.engine)
+            sealing.seal(b.service.engine)
         b.service.close()
         shutil.rmtree(tmp_path / "b" / "keys")
         shutil.copytree(tmp_path / "a" / "keys", tmp_path / "b" / "keys")
-        assert audit.seal(b.service.engine) is not None
+        assert sealing.seal(b.service.engine) is not None
         a("artifact.put", {"kind": "note", "title": "t", "content": {"type": "text", "data": "later"}}, key="p2")
         report = a.ok("verify", {})["result"]
         assert report["ok"] and 1 == report["checked_checkpoints"], report

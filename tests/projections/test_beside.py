@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from memoree import audit
-from memoree.engine import Engine
+from memoree.admin import verify as audit
+from memoree.service.engine import Engine
 from memoree.projections.base import owned_tables
 from memoree.projections.beside import SCRATCH_PREFIX
 from memoree.projections.fts import FTS_INDEXES
-from memoree.service import Service
+from memoree.service.service import Service
 from tests.conftest import Caller
 from tests.projections.test_reindex import populate, snapshot
 

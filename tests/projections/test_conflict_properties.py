@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from memoree.service import Service
+from memoree.service.service import Service
 from tests.conftest import CTX
 
 TASK = {**CTX, "task_id": "tsk_prop"}

@@ -157,7 +157,7 @@ class TestGroupedIndexing:
     def test_a_group_indexes_what_one_by_one_writes_would(self, call: Caller, tmp_path: Any) -> None:
         """Puts, a revision and claims written in one group give the same index answers as the same
         requests written one by one, and FTS5's content check passes."""
-        from memoree.service import Service
+        from memoree.service.service import Service
 
         def write(caller: Caller) -> None:
             art = put(caller, "The cache layer uses SQLite with WAL.")

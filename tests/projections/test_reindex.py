@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoree.engine import Engine
+from memoree.service.engine import Engine
 from memoree.projections.base import owned_tables
 from tests.conftest import CTX, Caller
 

@@ -9,7 +9,7 @@ import pytest
 
 from memoree.projections import embedding
 from memoree.projections.vectors import PASSAGE_BYTES, passage_spans
-from memoree.service import Service
+from memoree.service.service import Service
 from tests.conftest import Caller
 
 TABLES = ("artifact_vectors", "claim_vectors", "vector_state")

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memoree.queries.context_build import HEADER, TRUNCATION_MARKER, blockquote, quoted_prefix, quoted_title
-from memoree.service import Service
+from memoree.service.service import Service
 from tests.conftest import Caller
 from tests.queries.test_search import claim, put
 

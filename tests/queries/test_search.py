@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from memoree.cli import app
+from memoree.cli.app import app
 from memoree.eventlog.timefmt import format_instant
-from memoree.queries.records import OwnerContext
+from memoree.projections.records import OwnerContext
 from memoree.queries.search import MAX_PROMOTION, Candidate, _promote, qualification_rank
-from memoree.service import Service
+from memoree.service.service import Service
 from tests.conftest import CTX, Caller
 
 SIBLING = {"workspace_id": CTX["workspace_id"], "project_id": "prj_sibling"}

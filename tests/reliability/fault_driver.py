@@ -68,10 +68,10 @@ def typed(envelope: dict[str, Any]) -> bool:
 
 
 def seal(service: Any) -> str | None:
-    from memoree import audit
+    from memoree.eventlog import sealing
 
     try:
-        audit.seal(service.engine)
+        sealing.seal(service.engine)
     except Exception as exc:  # the daemon's writer logs seal failures the same way
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -103,7 +103,7 @@ def send(service: Any, document: dict[str, Any], ledger: Ledger, envelopes: list
 
 def resume(service: Any, failed: list[dict[str, Any]], ledger: Ledger) -> list[str]:
     """Retry the failed requests under their keys, seal and verify; the problems found."""
-    from memoree import audit
+    from memoree.admin import verify as audit
 
     problems = []
     for document in failed:

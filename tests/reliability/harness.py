@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memoree.client import Endpoint, exchange, probe
+from memoree.client.transport import Endpoint, exchange, probe
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVE_CHILD = Path(__file__).with_name("serve_child.py")
@@ -216,7 +216,7 @@ class Ledger:
 
 @contextlib.contextmanager
 def open_service(data_dir: Path) -> Iterator[Any]:
-    from memoree.service import Service
+    from memoree.service.service import Service
 
     service = Service(data_dir)
     try:
@@ -260,7 +260,7 @@ def log_shape(service: Any) -> dict[str, Any]:
 
 
 def verify_clean(service: Any) -> dict[str, Any]:
-    from memoree import audit
+    from memoree.admin import verify as audit
 
     report = audit.verify(service.engine)
     assert report["ok"], report["issues"][:5]

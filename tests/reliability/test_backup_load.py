@@ -15,8 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-from memoree import backup
-from memoree.client import TransportFailure
+from memoree.admin import backup
+from memoree.client.transport import TransportFailure
 
 from .conftest import Figures, Sizes
 from .harness import DaemonProcess, Ledger, lost_acknowledgements, open_service, put_request, request, verify_clean

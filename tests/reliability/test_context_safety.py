@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from memoree.ops import OPS
-from memoree.service import Service
+from memoree.protocol.ops import OPS
+from memoree.service.service import Service
 
 from .conftest import Figures, Sizes
 

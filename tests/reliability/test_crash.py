@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from memoree.client import TransportFailure
+from memoree.client.transport import TransportFailure
 
 from .conftest import Figures, Sizes
 from .harness import DaemonProcess, Ledger, log_shape, lost_acknowledgements, open_service, put_request, verify_clean

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from memoree.ops import OPS
+from memoree.protocol.ops import OPS
 
 from .conftest import Figures
 from .harness import CTX, REPO_ROOT, DaemonProcess, clean_env, request

@@ -27,9 +27,11 @@ from typing import Any
 
 import pytest
 
-from memoree import callcmd, limits
-from memoree.client import exchange, probe
-from memoree.framing import read_frame
+from memoree import limits
+
+from memoree.client import call as callcmd
+from memoree.client.transport import exchange, probe
+from memoree.protocol.framing import read_frame
 
 from .conftest import Figures, Sizes
 from .harness import CTX, ERROR_CODES, DaemonProcess, closed_without_response, raw_connect, request

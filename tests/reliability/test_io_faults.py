@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from memoree.client import probe
+from memoree.client.transport import probe
 
 from .conftest import Figures, Sizes
 from .harness import (

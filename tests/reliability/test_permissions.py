@@ -5,7 +5,7 @@ stores inline and external content, seals (creating the node key), and makes a b
 data dir and every folder under it are 0700, and the database and its WAL and shared-memory
 files, the node key seeds (keys/*.seed), CAS blobs, lock files and the socket are 0600 (the
 socket's folder 0700); the backup is private the same way. A pre-existing world-readable data
-dir is tightened to 0700 with a warning (``memoree.engine.prepare_data_dir``), which the daemon
+dir is tightened to 0700 with a warning (``memoree.service.engine.prepare_data_dir``), which the daemon
 and an in-process store log.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from memoree.engine import prepare_data_dir
+from memoree.service.engine import prepare_data_dir
 
 from .conftest import Figures
 from .harness import DaemonProcess, clean_env, put_request, request
@@ -73,7 +73,7 @@ class TestFilePermissions:
         in_process = tmp_path / "in-process"
         in_process.mkdir()
         in_process.chmod(0o755)
-        opened = subprocess.run([sys.executable, "-c", "import sys; from memoree.engine import Engine; Engine(sys.argv[1]).close()",
+        opened = subprocess.run([sys.executable, "-c", "import sys; from memoree.service.engine import Engine; Engine(sys.argv[1]).close()",
                                  str(in_process)], capture_output=True, text=True, timeout=60, env=clean_env())
         assert 0 == opened.returncode, opened.stderr
         assert 0o700 == mode(in_process) and "data_dir_permissions_tightened" in opened.stderr

@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from memoree.client import TransportFailure
+from memoree.client.transport import TransportFailure
 
 from .conftest import Figures, Sizes
 from .harness import (

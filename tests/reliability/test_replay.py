@@ -4,7 +4,7 @@ A hypothesis ``RuleBasedStateMachine`` drives random sequences of mutations (put
 external content, revisions, forgets, claims citing byte spans, claim revisions and retractions,
 relations between any two entities, exact retries, seals) across two sibling scopes and a task.
 At the end of every run it compares, by projection fingerprints
-(``memoree.audit.projection_fingerprint`` over each projector's tables) and by the signed Merkle
+(``memoree.admin.verify.projection_fingerprint`` over each projector's tables) and by the signed Merkle
 checkpoints: the incrementally maintained projections; a full replay (``engine.reindex``); the
 replay of a restored backup; and the replay of an exported-then-imported log. All four must be
 identical, and verify must be clean. No response may be INTERNAL_ERROR.
@@ -23,10 +23,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
-from memoree import audit, backup, transfer
+from memoree.admin import verify as audit, backup, transfer
+
+from memoree.eventlog import sealing
 from memoree.eventlog.checkpoints import list_checkpoints
 from memoree.projections.base import owned_tables
-from memoree.service import Service
+from memoree.service.service import Service
 
 from .conftest import Figures, Sizes
 
@@ -148,7 +150,7 @@ class ReplayMachine(RuleBasedStateMachine):
 
     @rule()
     def seal(self) -> None:
-        audit.seal(self.service.engine)
+        sealing.seal(self.service.engine)
 
     def teardown(self) -> None:
         try:
@@ -159,7 +161,7 @@ class ReplayMachine(RuleBasedStateMachine):
 
     def compare_rebuilds(self) -> None:
         engine = self.service.engine
-        audit.seal(engine)
+        sealing.seal(engine)
         live, roots = fingerprints(engine), checkpoint_roots(engine)
         assert audit.verify(engine)["ok"]
         engine.reindex()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from tools.bench import bulk, daemon, peer, put, recall, search
+from tools.bench import bulk, daemon, locomo, peer, put, recall, search
 from tools.bench.common import Row, print_table
 
 
@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         ("put", put.main, []), ("daemon", daemon.main, []), ("peer", peer.main, []),
         ("bulk", bulk.main, [] if args.quick else ["--n", "100000"]),
         ("search", search.main, []), ("recall", recall.main, []),
+        ("locomo", locomo.main, [] if args.quick else ["--questions", "40"]),
     ):
         print(f"\n== {name}")
         rows += runner(quick + extra)

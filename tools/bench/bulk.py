@@ -24,10 +24,12 @@ from pathlib import Path
 
 import msgspec
 
-from memoree import audit
+from memoree.admin import verify as audit
+
+from memoree.eventlog import sealing
 from memoree.eventlog.codec import decode_envelope, decode_payload
 from memoree.eventlog.db import connect
-from memoree.service import Service
+from memoree.service.service import Service
 from tools.bench.common import Row, print_table, rate, timed
 from tools.bench.search import make_corpus
 
@@ -146,7 +148,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         bodies = requests(corpus.texts, corpus.titles)
         service.handle_bytes(bodies[0])
         load = bulk_load(service, bodies[1:], args.batch)
-        audit.seal(service.engine)
+        sealing.seal(service.engine)
         scan = scan_decode_seconds(service)
         reindexed: dict = {}
         reindex = timed(lambda: reindexed.update(service.engine.reindex()))

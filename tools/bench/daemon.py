@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from memoree.client import Endpoint, exchange, probe
+from memoree.client.transport import Endpoint, exchange, probe
 from tools.bench.common import Row, print_table, rate, timed
 from tools.bench.put import TEXT, command_seconds, service_put_rate, texts
 

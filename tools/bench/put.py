@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from memoree.eventlog.db import connect
-from memoree.service import Service
+from memoree.service.service import Service
 from tools.bench.common import Row, median, print_table, rate, timed
 
 TEXT = ("memoree stores evidence with immutable revisions and claims that cite exact bytes. " * 13)[:1024]

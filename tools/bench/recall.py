@@ -3,7 +3,7 @@
     python -m tools.bench.recall [--n 300] [--cold 100] [--quick]
 
 Both servers run in their own process and are served the same way (uvicorn on a thread over a
-pre-bound 127.0.0.1 socket, ``memoree.rest_server.HttpFront``): the daemon (``memoree serve
+pre-bound 127.0.0.1 socket, ``memoree.daemon.rest_host.HttpFront``): the daemon (``memoree serve
 --http 127.0.0.1:0``) and, as the baseline, a bare ASGI app that drains the body and returns a
 constant JSON document. The client keeps one HTTP/1.1 connection per server and times each
 request. Rows (lower is better): warm recall p50 and p99 (three facts, one signed receipt, read
@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memoree.client import Endpoint, probe
-from memoree.emem import cell64
+from memoree.client.transport import Endpoint, probe
+from memoree.factplane.emem import cell64
 from tools.bench.common import Row, percentile, print_table
 
 BANDS = ["cell.lat_deg", "cell.lng_deg", "cell.area_m2"]
@@ -49,7 +49,7 @@ async def constant_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 def serve_constant() -> None:
     """Child process: serve the constant app on 127.0.0.1:0, print the URL, run until killed."""
-    from memoree.rest_server import HttpFront
+    from memoree.daemon.rest_host import HttpFront
 
     front = HttpFront.serve(constant_app, "127.0.0.1", 0)
     print(front.url, flush=True)

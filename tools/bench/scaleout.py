@@ -57,7 +57,7 @@ def _use_log(url: str | None) -> None:
 
 def writer(data_dir: str, url: str | None, worker: int, count: int, go: Any, results: Any) -> None:
     """One writer process: warm up outside the timing, wait for the others, then put ``count``."""
-    from memoree.service import Service
+    from memoree.service.service import Service
 
     _use_log(url)
     service = Service(Path(data_dir))
@@ -76,7 +76,7 @@ def writer(data_dir: str, url: str | None, worker: int, count: int, go: Any, res
 def observer(data_dir: str, url: str | None, ready: Any, stop: Any, results: Any) -> None:
     """Record when each commit_seq first shows up in this observer's local file."""
     from memoree.eventlog.db import connect
-    from memoree.service import Service
+    from memoree.service.service import Service
 
     _use_log(url)
     service = Service(Path(data_dir))
@@ -149,7 +149,7 @@ def _collect(results: Any, procs: list[Any], count: int) -> list[Any]:
 
 def _prepare_store(data_dir: Path, url: str | None) -> None:
     """Create the store (and the shared schema) before any timed process opens it."""
-    from memoree.service import Service
+    from memoree.service.service import Service
 
     _use_log(url)
     service = Service(data_dir)

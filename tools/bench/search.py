@@ -24,7 +24,7 @@ from pathlib import Path
 
 from memoree.eventlog.db import connect
 from memoree.queries.analysis import analyze_query
-from memoree.service import Service
+from memoree.service.service import Service
 from tools.bench.common import Row, percentile, print_table
 
 CONTEXT = {"workspace_id": "wsp_bench", "project_id": "prj_bench"}

@@ -28,7 +28,7 @@ QUESTIONS = ["how are the release notes kept", "which team owns the build cache"
 
 
 def measure(n: int, puts: int, reps: int) -> dict[str, float]:
-    from memoree.service import Service
+    from memoree.service.service import Service
     from tools.bench.bulk import bulk_load, requests
     from tools.bench.put import texts as put_texts
     from tools.bench.search import CONTEXT, make_corpus, query_mix

@@ -1,0 +1,135 @@
+"""The catch-up subscription: a thread that keeps this host's replica and projections current.
+
+The cycle (design decision 5): ``LISTEN``, read from this host's checkpoint until caught up,
+wait for a notification **or** the poll interval, read again. A notification is only a doorbell:
+its payload is ignored and a lost one costs at most one poll interval, because polling is the
+truth. Any failure (PostgreSQL gone, the local file busy) drops both connections and starts the
+cycle again from the checkpoint after a short backoff. A gap or a break in the shared log is an
+integrity error: it is logged and retried, and nothing past it is ever applied.
+
+The follower has its own PostgreSQL connections and its own SQLite connection, so it never
+shares a transaction with the engine's writer; each page of events is one local transaction,
+which keeps the local write lock short.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from memoree.errors import MemoreeError
+from memoree.eventlog.db import connect, sqlite3
+from memoree.eventlog.postgres import NOTIFY_CHANNEL, PostgresContentStore, PostgresEventStore, connect_pg
+from memoree.eventlog.replica import CATCH_UP_PAGE, REPLICA_SYNCHRONOUS, behind, catch_up
+from memoree.eventlog.store import EventSink
+
+__all__ = ["Follower"]
+
+MAX_BACKOFF_S = 5.0
+
+
+class Follower(threading.Thread):
+    """Follows the shared log into one host's SQLite file until stopped."""
+
+    def __init__(self, url: str, db_path: Path, make_sink: Callable[[Any], EventSink], *,
+                 poll_s: float = 0.5, local_lock: Any = None) -> None:
+        super().__init__(name="memoree-follower", daemon=True)
+        self.url = url
+        self.db_path = db_path
+        self.make_sink = make_sink
+        self.poll_s = poll_s
+        self.local_lock = local_lock or threading.Lock()
+        self.applied = 0
+        self.rounds = 0
+        self.last_error: str | None = None
+        self._stopping = threading.Event()
+        self._listen: Any = None
+        self._store: PostgresEventStore | None = None
+        self._local: Any = None
+        self._apply: EventSink | None = None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ask the cycle to end and wait for it (it closes its own connections)."""
+        self._stopping.set()
+        if self.is_alive():
+            self.join(timeout)
+
+    def run(self) -> None:
+        backoff = 0.1
+        while not self._stopping.is_set():
+            try:
+                self._connect()
+                self._catch_up()
+                self.last_error, backoff = None, 0.1
+                self._wait_for_doorbell()
+            except Exception as exc:  # the follower outlives any one failure; each is logged
+                self._report(exc)
+                self._disconnect()
+                self._stopping.wait(backoff)
+                backoff = min(MAX_BACKOFF_S, backoff * 2)
+        self._disconnect()
+
+    def _connect(self) -> None:
+        """Open what is missing: LISTEN first, so no append after the next read goes unrung."""
+        if self._listen is None:
+            self._listen = connect_pg(self.url)
+            self._listen.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        if self._store is None:
+            self._store = PostgresEventStore(self.url)
+        if self._local is None:
+            self._local = connect(self.db_path, synchronous=REPLICA_SYNCHRONOUS)
+            self._apply = self.make_sink(PostgresContentStore(self._store, self._local))
+
+    def _catch_up(self) -> None:
+        """Apply pages until this host holds the shared head, one local transaction per page.
+
+        The local write lock is taken only when the shared log counts something this host lacks
+        (often the engine's own append got there first), so an idle check never blocks a writer.
+        """
+        assert self._store is not None
+        while not self._stopping.is_set() and behind(self._local, self._store.counters()):
+            if self._apply_page() == 0:
+                return
+
+    def _apply_page(self) -> int:
+        with self.local_lock:
+            self._local.execute("BEGIN IMMEDIATE")
+            try:
+                copied = catch_up(self._store, self._local, self._apply,
+                                  max_events=CATCH_UP_PAGE)
+            except BaseException:
+                if self._local.in_transaction:
+                    self._local.execute("ROLLBACK")
+                raise
+            self._local.execute("COMMIT")
+        self.applied += copied
+        self.rounds += 1
+        return copied
+
+    def _wait_for_doorbell(self) -> None:
+        """Block until a notification (one already queued returns at once) or the poll interval."""
+        for _ in self._listen.notifies(timeout=self.poll_s, stop_after=1):
+            pass
+
+    def _disconnect(self) -> None:
+        for resource in (self._listen, self._store, self._local):
+            try:
+                if resource is not None:
+                    resource.close()
+            except Exception:  # closing a broken connection must not stop the cycle
+                pass
+        self._listen = self._store = self._local = None
+
+    def _report(self, exc: Exception) -> None:
+        from memoree.log import logger
+
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        if message != self.last_error:
+            expected = isinstance(exc, MemoreeError | psycopg.Error | sqlite3.Error)
+            logger().warning("shared_log_follow_failed", error=message,
+                             exc_info=None if expected else exc)
+        self.last_error = message

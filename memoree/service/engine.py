@@ -1,0 +1,229 @@
+"""One open store: the data directory, its SQLite file, the log, the CAS and the projections.
+
+Opening a store makes the data directory private (0700; a looser pre-existing one is tightened
+with a warning), opens the database (0600) in WAL mode with ``synchronous=FULL``, creates missing
+tables, rebuilds any projection whose code version changed and catches every projection up to the
+log's head. ``reindex`` drops projections and replays the log into them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from memoree.commands.handler import CommandHandler
+from memoree.errors import ConfigError, InvalidRequest
+from memoree.eventlog.cas import ContentStore
+from memoree.eventlog.db import DB_FILENAME, connect, create_private
+from memoree.eventlog.events import KeyEpochStarted
+from memoree.eventlog.keys import KEY_STREAM, KeyRing, NodeKey
+from memoree.eventlog.store import NewEvent
+from memoree.eventlog.sqlite import SqliteEventStore, read_events, storage_errors
+from memoree.eventlog.timefmt import now_utc
+from memoree.ids import new_id
+from memoree.projections import sync_projectors
+from memoree.projections.keys import recorded_epochs
+from memoree.projections.base import Projector, apply_events, checkpoints, ensure_projectors, projection_sink, reset
+
+__all__ = ["DB_FILENAME", "Engine", "prepare_data_dir"]
+
+
+def prepare_data_dir(path: Path) -> list[str]:
+    """Create ``path`` owner-only, or tighten an existing one; return warnings to log."""
+    warnings = []
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise ConfigError(f"data dir {path} is not a directory")
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        os.chmod(path, 0o700)
+        warnings.append(f"data dir {path} was accessible to other users (mode {mode:o}); set to 0700")
+    return warnings
+
+
+class Engine:
+    """The store behind the service: one writer connection and everything that shares it."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        clock: Callable[[], str] = now_utc,
+        id_factory: Callable[[str], str] = new_id,
+        synchronous: str = "FULL",
+    ) -> None:
+        with storage_errors():
+            self._open(Path(data_dir), clock, id_factory, synchronous)
+
+    def _open(self, data_dir: Path, clock: Callable[[], str], id_factory: Callable[[str], str],
+              synchronous: str) -> None:
+        self.data_dir = data_dir
+        self.warnings = prepare_data_dir(self.data_dir)
+        for warning in self.warnings:
+            from memoree.log import logger
+
+            logger().warning("data_dir_permissions_tightened", detail=warning)
+        db_path = self.data_dir / DB_FILENAME
+        fresh = not db_path.exists()
+        if fresh:
+            create_private(db_path)
+        self.conn = connect(db_path, synchronous=synchronous)
+        self.log = SqliteEventStore(self.conn)
+        self.cas = ContentStore(self.conn, self.data_dir / "blobs")
+        # Scale-out: with MEMOREE_LOG_URL the log and blobs live in PostgreSQL and this file keeps
+        # a verified replica plus the projections (memoree.eventlog.shared); None for the embedded log.
+        from memoree.service.logconfig import open_shared_log
+
+        self.shared = open_shared_log(self.conn, db_path)
+        if self.shared is not None:
+            self.log, self.cas = self.shared, self.shared.cas
+        self.keys = KeyRing(self.data_dir / "keys")
+        self.projectors: list[Projector] = sync_projectors(self.cas)
+        self.handler = CommandHandler(self.log, self.cas, self.projectors, clock=clock, new_id=id_factory)
+        # band.register and fact.attest sign with the node key; their module loads on first use.
+        for op in ("band.register", "fact.attest"):
+            self.handler.lazy_commands[op] = self._install_fact_commands
+        self._bring_projections_up_to_date()
+        self._finish_purges()
+        if self.shared is not None:
+            # catch-up subscription: the follower feeds projectors of its own, on its own connection
+            self.shared.follow(projection_sink(self.projectors),
+                               lambda cas: projection_sink(sync_projectors(cas)))
+
+    def _install_fact_commands(self) -> None:
+        from memoree.factplane.handlers import install
+
+        install(self)
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / DB_FILENAME
+
+    def projector_names(self) -> list[str]:
+        return [p.name for p in self.projectors]
+
+    def reindex(self, names: Sequence[str] | None = None, progress: Callable[[int], None] | None = None,
+                phase: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Rebuild the named projections (default: all) beside the live ones, then swap them in.
+
+        The log is replayed into a scratch database while the store stays readable and writable;
+        the swap replays what arrived meanwhile and replaces the tables in one transaction
+        (``memoree.projections.beside``). Every projector is replayed, because later ones read
+        earlier ones; only the chosen ones (and those after them) are swapped.
+        """
+        with storage_errors():  # e.g. a full disk: the live store is untouched
+            return self._reindex_beside(names, progress, phase or (lambda _: None))
+
+    def _reindex_beside(self, names: Sequence[str] | None, progress: Callable[[int], None] | None,
+                        say: Callable[[str], None]) -> dict[str, Any]:
+        from memoree.projections.beside import ScratchBuild, remove_dead_scratches
+
+        chosen = self._select(names)
+        remove_dead_scratches(self.data_dir)
+        # The build reads this file's own log (with a shared log: its replica, which the projections
+        # follow) through a connection of its own, so it sees committed events only.
+        reader = connect(self.db_path, readonly=True)
+        try:
+            with ScratchBuild(self.data_dir, sync_projectors(self.cas)) as build:
+                say("replaying the log")
+                build.replay(read_events(reader), progress=progress)
+                if any(p.name == "fts" for p in chosen):
+                    say("indexing text")
+                    build.build_indexes()
+                say("catching up")
+                build.catch_up(read_events(reader, build.position), progress)
+                say("swapping in")
+                position = build.swap(self.db_path, chosen, read_events)
+                locked = build.lock_seconds
+        finally:
+            reader.close()
+        return {"projections": [p.name for p in chosen], "events_replayed": position,
+                "commit_seq": position, "write_lock_seconds": round(locked, 3)}
+
+    @contextmanager
+    def group(self) -> Iterator[Any]:
+        """One write transaction for several mutations (each runs in its own savepoint, as a
+        nested ``log.transaction()``), with their text indexed once at the end."""
+        fts = next(p for p in self.projectors if p.name == "fts")
+        with storage_errors(), self.log.transaction() as conn, fts.deferred(conn):  # type: ignore[attr-defined]
+            yield conn
+
+    def node_key(self) -> NodeKey:
+        """The current node key, its epoch recorded in the log first (at first use)."""
+        key = self.keys.current()
+        with self.log.transaction() as conn:
+            if key.epoch not in recorded_epochs(conn):
+                self._record_epoch(conn, key)
+            elif self.shared is not None:
+                from memoree.eventlog.shared import require_recorded_key
+
+                require_recorded_key(recorded_epochs(conn), key)
+        return key
+
+    def rotate_key(self) -> NodeKey:
+        """Start a new node-key epoch; earlier signatures stay valid under their epochs."""
+        self.node_key()
+        key = self.keys.rotate()
+        with self.log.transaction() as conn:
+            self._record_epoch(conn, key)
+        return key
+
+    def _record_epoch(self, conn: Any, key: NodeKey) -> None:
+        events = self.log.append([NewEvent(
+            type="key.epoch_started", stream_id=KEY_STREAM, stream_version=key.epoch,
+            payload=KeyEpochStarted(epoch=key.epoch, public_key=key.public_b32),
+            event_id=new_id("evt"), at=now_utc(),
+        )])
+        apply_events(conn, self.projectors, events)
+
+    def head(self) -> int:
+        return self.log.head().commit_seq
+
+    def close(self) -> None:
+        if self.shared is not None:
+            self.shared.close()
+        self.conn.close()
+
+    def _select(self, names: Sequence[str] | None) -> list[Projector]:
+        if not names:
+            return list(self.projectors)
+        known = {p.name: p for p in self.projectors}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise InvalidRequest(f"unknown projection {', '.join(unknown)}; known: {', '.join(known)}")
+        # Later projectors read earlier ones (idempotency reads entities): rebuild dependents too.
+        first = min(self.projectors.index(known[n]) for n in names)
+        return self.projectors[first:]
+
+    def _finish_purges(self) -> None:
+        """Erase the files of purged blobs again: a crash may have hit between commit and unlink."""
+        rows = self.conn.execute("SELECT data FROM events WHERE type = 'artifact.purged'").fetchall()
+        for (data,) in rows:
+            from memoree.eventlog.codec import decode_envelope, decode_payload
+
+            for digest in decode_payload(decode_envelope(bytes(data))).blob_hashes:
+                if not self.cas.stored_again(digest):  # bytes put again later belong to a live artifact
+                    self.cas.erase_file(digest)
+
+    def _bring_projections_up_to_date(self) -> None:
+        """Create missing projection tables, rebuild stale or inconsistent projections (blue/green,
+        as a reindex), and catch the others up to the log's head."""
+        with self.log.transaction() as conn:
+            stale = ensure_projectors(conn, self.projectors)
+            head = self.log.head().commit_seq
+            recorded = checkpoints(conn)
+            positions = {recorded[p.name][1] for p in self.projectors}
+            if len(positions) != 1 or positions == {0} and head:
+                stale = list(self.projectors)  # inconsistent, or a log never projected (an import)
+            if stale and not head:
+                for projector in self.projectors:  # nothing to replay: just fresh tables
+                    reset(conn, projector)
+                return
+            if not stale and min(positions) < head:
+                apply_events(conn, self.projectors, list(self.log.read(after=min(positions))))
+        if stale:
+            self.reindex([self.projectors[min(self.projectors.index(p) for p in stale)].name])

@@ -1,0 +1,235 @@
+"""The service: one request in, one response envelope out, in the spec's validation order.
+
+Order (spec §2.4): protocol version; envelope bounds; idempotency key for mutations; typed input
+for horizon ops; ambient context; broadening reason; fingerprint and namespaced key; then the
+op's own validation and its transaction. Every failure becomes a typed error envelope; anything
+unexpected becomes INTERNAL_ERROR and is logged to stderr, never a traceback on stdout. The
+service trusts the context the client attached and never resolves one itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memoree import limits
+from memoree.errors import (
+    InternalError,
+    InvalidRequest,
+    MemoreeError,
+    NoAmbientContext,
+    UnsupportedVersion,
+)
+from memoree.protocol.ops import OPS, OpSpec
+from memoree.protocol.envelope import (
+    PROTOCOL_VERSION,
+    Request,
+    ResolvedContext,
+    error_envelope,
+    namespaced_key,
+    request_fingerprint,
+    success_envelope,
+)
+
+__all__ = ["Reply", "Service"]
+
+_request_decoder = msgspec.json.Decoder(Request)
+
+
+class Reply(msgspec.Struct, frozen=True):
+    """An encoded response envelope and the exit code a CLI should use for it."""
+
+    body: bytes
+    exit_code: int
+    ok: bool
+
+
+class Service:
+    """Dispatches protocol requests to the store; opens the store on first use."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], **engine_options: Any) -> None:
+        self.data_dir = Path(data_dir)
+        self._engine_options = engine_options
+        self._engine: Any = None
+        self.readers: dict[str, Callable[[Any, Any], Any]] = {}
+        self.daemon_info: dict[str, Any] = {"running": False, "daemon_pid": None,
+                                            "lifecycle_owner": "in_process"}
+        from memoree.service import readers as dispatch
+
+        dispatch.install(self)
+
+    @property
+    def engine(self) -> Any:
+        if self._engine is None:
+            from memoree.service.engine import Engine
+
+            self._engine = Engine(self.data_dir, **self._engine_options)
+        return self._engine
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+    def handle_bytes(self, raw: bytes, *, fallback_request_id: str = "req_transport") -> Reply:
+        """Decode one request frame and answer it; malformed JSON answers with the fallback id."""
+        try:
+            request = _request_decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+            return self._failure(_salvage_request_id(raw, fallback_request_id),
+                                 InvalidRequest(f"malformed request: {exc}"))
+        except RecursionError:
+            return self._failure(fallback_request_id,
+                                 InvalidRequest("malformed request: JSON nests too deeply"))
+        return self.handle(request)
+
+    def handle(self, request: Request) -> Reply:
+        try:
+            body = self._dispatch(request)
+        except MemoreeError as exc:
+            return self._failure(request.request_id, exc)
+        except Exception as exc:  # the one boundary where an unexpected failure is contained
+            from memoree.log import logger
+
+            logger().error("request_failed", request_id=request.request_id, op=request.op,
+                           exc_info=exc)
+            return self._failure(request.request_id, InternalError(f"internal error: {exc}"))
+        return Reply(body, 0, True)
+
+    def _failure(self, request_id: str, exc: MemoreeError) -> Reply:
+        return Reply(error_envelope(request_id, exc.to_body()), exc.exit_code, False)
+
+    def _dispatch(self, request: Request) -> bytes:
+        spec = self._validate_envelope(request)
+        horizon, reason = "ambient", None
+        inp = None
+        if spec.horizon:
+            inp = decode_input(spec, request.input)
+            horizon, reason = getattr(inp, "horizon", "ambient"), getattr(inp, "reason", None)
+        if spec.needs_context and request.context is None:
+            raise NoAmbientContext("no ambient memory context could be resolved")
+        if horizon != "ambient" and (reason is None or not reason.strip()):
+            raise InvalidRequest("workspace and personal horizons require a non-empty reason")
+        if inp is None:
+            inp = decode_input(spec, request.input)
+        context = None
+        # A context the client attached on its own (marker, session, personal) to an op that needs
+        # none is not echoed: only contexts the op uses or the caller sent explicitly are.
+        attached_only = request.context_source not in ("none", "explicit") and not spec.needs_context
+        if request.context is not None and not attached_only:
+            ctx = request.context
+            context = ResolvedContext(
+                workspace_id=ctx.workspace_id, project_id=ctx.project_id, task_id=ctx.task_id,
+                component=ctx.component, pins=list(ctx.pins),
+                resolved_from="explicit" if request.context_source == "none" else request.context_source,
+                horizon=horizon, broadened=horizon != "ambient",
+            )
+        if spec.mutating:
+            assert request.context is not None and request.idempotency_key is not None
+            scope = request.context.scope()
+            outcome = self.engine.handler.execute(
+                spec.name, inp, scope=scope,
+                idempotency_key=namespaced_key(scope, request.idempotency_key),
+                request_digest=request_fingerprint(request),
+            )
+            return success_envelope(request.request_id, msgspec.Raw(outcome.result_json),
+                                    context=context, commit_seq=outcome.commit_seq)
+        result = self.readers[spec.name](request, inp)
+        return success_envelope(request.request_id, result, context=context)
+
+    def _validate_envelope(self, request: Request) -> OpSpec:
+        if request.v != PROTOCOL_VERSION:
+            raise UnsupportedVersion(
+                str(request.v), details={"received_version": request.v,
+                                         "supported_version": PROTOCOL_VERSION},
+            )
+        _bounded("request_id", request.request_id, limits.MAX_REQUEST_ID_BYTES)
+        spec = OPS.get(request.op)
+        if spec is None:
+            raise InvalidRequest(f"unknown operation {request.op!r}; `capabilities` lists the operations")
+        if request.context is not None:
+            _validate_context(request)
+        if spec.mutating:
+            key = request.idempotency_key
+            if key is None or not key.strip():
+                raise InvalidRequest("mutating operations require idempotency_key")
+            _bounded("idempotency_key", key, limits.MAX_IDEMPOTENCY_KEY_BYTES)
+        return spec
+
+
+def decode_input(spec: OpSpec, raw: msgspec.Raw) -> Any:
+    """The op's typed input; unknown fields, wrong types and a missing object are INVALID_REQUEST."""
+    try:
+        value = msgspec.json.decode(raw, type=spec.input_type)
+    except msgspec.ValidationError as exc:
+        raise InvalidRequest(f"invalid input for {spec.name}: {exc}") from None
+    except RecursionError:
+        raise InvalidRequest(f"invalid input for {spec.name}: JSON nests too deeply") from None
+    except msgspec.DecodeError as exc:  # pragma: no cover - the envelope decode already parsed it
+        raise InvalidRequest(f"invalid input for {spec.name}: {exc}") from None
+    where = _integer_out_of_range(value, "$")
+    if where is not None:
+        raise InvalidRequest(f"invalid input for {spec.name}: integer outside the signed 64-bit range - at `{where}`")
+    return value
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _integer_out_of_range(value: Any, path: str) -> str | None:
+    """Where a typed integer field exceeds the protocol's 64-bit integers (msgspec accepts more,
+    SQLite cannot bind it); free-form objects such as provenance are left alone."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if _INT64_MIN <= value <= _INT64_MAX else path
+    if isinstance(value, msgspec.Struct):
+        fields = ((f"{path}.{name}", getattr(value, name)) for name in value.__struct_fields__)
+    elif isinstance(value, (list, tuple)):
+        fields = ((f"{path}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return None
+    return next((found for where, item in fields if (found := _integer_out_of_range(item, where))), None)
+
+
+def _bounded(name: str, value: str, max_bytes: int) -> None:
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidRequest(f"{name} must be valid Unicode") from None
+    if not 1 <= size <= max_bytes or not value.strip():
+        raise InvalidRequest(f"{name} must be 1 to {max_bytes} bytes and not blank")
+
+
+def _validate_context(request: Request) -> None:
+    ctx = request.context
+    assert ctx is not None
+    _bounded("context.workspace_id", ctx.workspace_id, limits.MAX_CONTEXT_ID_BYTES)
+    _bounded("context.project_id", ctx.project_id, limits.MAX_CONTEXT_ID_BYTES)
+    if ctx.task_id is not None:
+        _bounded("context.task_id", ctx.task_id, limits.MAX_CONTEXT_ID_BYTES)
+    if ctx.component is not None:
+        _bounded("context.component", ctx.component, limits.MAX_CONTEXT_ID_BYTES)
+    # NUL separates the ids in the idempotency key namespace (spec 2.5): an id containing one
+    # could make two different scopes share a namespace.
+    if any("\0" in (value or "") for value in (ctx.workspace_id, ctx.project_id, ctx.task_id, ctx.component)):
+        raise InvalidRequest("context ids must not contain NUL characters")
+    if len(ctx.pins) > limits.MAX_PINS:
+        raise InvalidRequest(f"context.pins must not exceed {limits.MAX_PINS} entries")
+    for pin in ctx.pins:
+        _bounded("context.pins[]", pin, limits.MAX_PIN_BYTES)
+
+
+def _salvage_request_id(raw: bytes, fallback: str) -> str:
+    """The caller's request_id when the frame is a JSON object carrying a sane one."""
+    try:
+        document = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return fallback
+    if isinstance(document, dict):
+        candidate = document.get("request_id")
+        if isinstance(candidate, str) and 1 <= len(candidate.encode("utf-8", "replace")) <= limits.MAX_REQUEST_ID_BYTES:
+            return candidate
+    return fallback
