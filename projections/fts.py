@@ -25,18 +25,12 @@ from memoree.eventlog.db import features
 from memoree.eventlog.store import RecordedEvent
 
 from .chunker import CHUNKER_VERSION, chunk_spans
+from .fts_vocab import VOCAB_SCHEMA, add_scope_doc, forget_words, index_words, owner_scope_tokens, word_count
 from .text import body_index_text
 
-__all__ = ["FTS_INDEXES", "FtsProjector", "TRIGRAM_VOCAB_TABLES", "ensure_trigram_vocab", "fts_schema"]
+__all__ = ["FTS_INDEXES", "FtsProjector", "fts_schema"]
 
 WORD_TOKENIZER = "unicode61 remove_diacritics 2"
-
-# fts5vocab tables are read-only views of an index. They live in the connection's temp schema,
-# created on demand, so they are not projection state that reset/rebuild must handle.
-TRIGRAM_VOCAB_TABLES = {
-    "artifact": ("artifact_trigram_vocab", "artifact_trigram_fts"),
-    "claim": ("claim_trigram_vocab", "claim_trigram_fts"),
-}
 
 
 FTS_INDEXES = ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts", "claim_fts", "claim_trigram_fts")
@@ -59,10 +53,12 @@ CREATE TABLE IF NOT EXISTS artifact_search_text (
     revision_id TEXT NOT NULL UNIQUE,
     artifact_id TEXT NOT NULL,
     title TEXT NOT NULL,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    words INTEGER NOT NULL
 ) STRICT;
 CREATE VIRTUAL TABLE IF NOT EXISTS artifact_fts USING fts5(
-    title, body, content='artifact_search_text', content_rowid='doc_id',
+    title, body, scope, content='artifact_search_text', content_rowid='doc_id',
     tokenize='{WORD_TOKENIZER}'
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS artifact_trigram_fts USING fts5(
@@ -96,14 +92,17 @@ CREATE TABLE IF NOT EXISTS claim_search_text (
     doc_id INTEGER PRIMARY KEY,
     revision_id TEXT NOT NULL UNIQUE,
     claim_id TEXT NOT NULL,
-    statement TEXT NOT NULL
+    statement TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    words INTEGER NOT NULL
 ) STRICT;
 CREATE VIRTUAL TABLE IF NOT EXISTS claim_fts USING fts5(
-    statement, content='claim_search_text', content_rowid='doc_id', tokenize='{WORD_TOKENIZER}'
+    statement, scope, content='claim_search_text', content_rowid='doc_id', tokenize='{WORD_TOKENIZER}'
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS claim_trigram_fts USING fts5(
     statement, content='claim_search_text', content_rowid='doc_id', tokenize='{trigram}'
 );
+{VOCAB_SCHEMA}
 {_secure_delete_statements()}"""
 
 
@@ -119,7 +118,7 @@ class FtsProjector:
     """Indexes artifact and claim revisions for search; needs the CAS to read artifact bodies."""
 
     name: ClassVar[str] = "fts"
-    version: ClassVar[int] = 2
+    version: ClassVar[int] = 3
 
     def __init__(self, cas: ContentStore) -> None:
         self.cas = cas
@@ -157,14 +156,16 @@ class FtsProjector:
 
     def _index_past(self, conn: Any, artifacts: int, claims: int) -> None:
         """Index every text row after the given document ids."""
-        for index in ("artifact_fts", "artifact_trigram_fts"):
-            conn.execute(f"INSERT INTO {index} (rowid, title, body) SELECT doc_id, title, body "
-                         "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
+        conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) SELECT doc_id, title, body, scope "
+                     "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
+        conn.execute("INSERT INTO artifact_trigram_fts (rowid, title, body) SELECT doc_id, title, body "
+                     "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
         conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) SELECT chunk_id, title, body "
                      "FROM artifact_chunk_text WHERE chunk_id >= ?", ((artifacts + 1) << CHUNK_ID_BITS,))
-        for index in ("claim_fts", "claim_trigram_fts"):
-            conn.execute(f"INSERT INTO {index} (rowid, statement) SELECT doc_id, statement "
-                         "FROM claim_search_text WHERE doc_id > ?", (claims,))
+        conn.execute("INSERT INTO claim_fts (rowid, statement, scope) SELECT doc_id, statement, scope "
+                     "FROM claim_search_text WHERE doc_id > ?", (claims,))
+        conn.execute("INSERT INTO claim_trigram_fts (rowid, statement) SELECT doc_id, statement "
+                     "FROM claim_search_text WHERE doc_id > ?", (claims,))
 
     @property
     def _indexing_now(self) -> bool:
@@ -189,14 +190,20 @@ class FtsProjector:
             body = ""  # a replay meets bytes a later purge erased: index the title only
         else:
             body = body_index_text(p.media_type, self.cas.get(p.blob_hash, p.size_bytes))
+        scopes = _owner_scopes(conn, "artifacts", p.artifact_id)
+        scope = " ".join(scopes)
+        words = word_count(p.title) + word_count(body)
         doc_id = conn.execute(
-            "INSERT INTO artifact_search_text (revision_id, artifact_id, title, body) VALUES (?,?,?,?)",
-            (p.revision_id, p.artifact_id, p.title, body),
+            "INSERT INTO artifact_search_text (revision_id, artifact_id, title, body, scope, words) "
+            "VALUES (?,?,?,?,?,?)", (p.revision_id, p.artifact_id, p.title, body, scope, words),
         ).lastrowid
+        add_scope_doc(conn, "artifact", scopes, words)
+        index_words(conn, scopes, p.title + "\n" + body)
         if self._indexing_now:
-            for index in ("artifact_fts", "artifact_trigram_fts"):
-                conn.execute(f"INSERT INTO {index} (rowid, title, body) VALUES (?, ?, ?)",
-                             (doc_id, p.title, body))
+            conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, ?, ?)",
+                         (doc_id, p.title, body, scope))
+            conn.execute("INSERT INTO artifact_trigram_fts (rowid, title, body) VALUES (?, ?, ?)",
+                         (doc_id, p.title, body))
         self._insert_chunks(conn, doc_id, p.artifact_id, p.revision_id, p.title, body)
 
     def _is_purged(self, digest: str, artifact_id: str) -> bool:
@@ -206,16 +213,22 @@ class FtsProjector:
 
     def _erase_artifact_bodies(self, conn: Any, artifact_id: str) -> None:
         """Purge: remove every revision's body from the indexes (titles stay, as in the log)."""
-        rows = conn.execute("SELECT doc_id, revision_id, title, body FROM artifact_search_text "
+        rows = conn.execute("SELECT doc_id, revision_id, title, body, scope FROM artifact_search_text "
                             "WHERE artifact_id = ?", (artifact_id,)).fetchall()
-        for doc_id, revision_id, title, body in rows:
+        self._erase_bodies(conn, rows)
+        for _, _, _, body, _ in rows:
+            forget_words(conn, body, lambda word: _still_indexed(conn, word, self.bulk))
+
+    def _erase_bodies(self, conn: Any, rows: list[Any]) -> None:
+        for doc_id, revision_id, title, body, scope in rows:
             if not self._in_index(doc_id):  # indexed later, from the rows as the purge leaves them
                 conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'", (revision_id,))
                 conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
                 continue
-            for index in ("artifact_fts", "artifact_trigram_fts"):
-                conn.execute(f"INSERT INTO {index} ({index}, rowid, title, body) VALUES ('delete', ?, ?, ?)",
-                             (doc_id, title, body))
+            conn.execute("INSERT INTO artifact_fts (artifact_fts, rowid, title, body, scope) "
+                         "VALUES ('delete', ?, ?, ?, ?)", (doc_id, title, body, scope))
+            conn.execute("INSERT INTO artifact_trigram_fts (artifact_trigram_fts, rowid, title, body) "
+                         "VALUES ('delete', ?, ?, ?)", (doc_id, title, body))
             chunks = conn.execute("SELECT chunk_id, title, body FROM artifact_chunk_text c "
                                   "WHERE chunk_id IN (SELECT chunk_id FROM artifact_chunks WHERE revision_id = ?)",
                                   (revision_id,)).fetchall()
@@ -224,8 +237,9 @@ class FtsProjector:
                              "VALUES ('delete', ?, ?, ?)", (chunk_id, chunk_title, chunk_body))
             conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'", (revision_id,))
             conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
-            for index in ("artifact_fts", "artifact_trigram_fts"):
-                conn.execute(f"INSERT INTO {index} (rowid, title, body) VALUES (?, ?, '')", (doc_id, title))
+            conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, '', ?)",
+                         (doc_id, title, scope))
+            conn.execute("INSERT INTO artifact_trigram_fts (rowid, title, body) VALUES (?, ?, '')", (doc_id, title))
             for chunk_id, chunk_title, chunk_body in chunks:
                 if chunk_title:
                     conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) VALUES (?, ?, '')",
@@ -256,13 +270,19 @@ class FtsProjector:
         conn.executemany("INSERT INTO artifact_chunk_fts (rowid, title, body) VALUES (?, ?, ?)", values)
 
     def _index_claim_revision(self, conn: Any, p: Any) -> None:
+        scopes = _owner_scopes(conn, "claims", p.claim_id)
+        scope = " ".join(scopes)
+        words = word_count(p.statement)
         doc_id = conn.execute(
-            "INSERT INTO claim_search_text (revision_id, claim_id, statement) VALUES (?,?,?)",
-            (p.revision_id, p.claim_id, p.statement),
+            "INSERT INTO claim_search_text (revision_id, claim_id, statement, scope, words) VALUES (?,?,?,?,?)",
+            (p.revision_id, p.claim_id, p.statement, scope, words),
         ).lastrowid
+        add_scope_doc(conn, "claim", scopes, words)
+        index_words(conn, scopes, p.statement)
         if self._indexing_now:
-            for index in ("claim_fts", "claim_trigram_fts"):
-                conn.execute(f"INSERT INTO {index} (rowid, statement) VALUES (?, ?)", (doc_id, p.statement))
+            conn.execute("INSERT INTO claim_fts (rowid, statement, scope) VALUES (?, ?, ?)",
+                         (doc_id, p.statement, scope))
+            conn.execute("INSERT INTO claim_trigram_fts (rowid, statement) VALUES (?, ?)", (doc_id, p.statement))
 
 
 def _last_doc_ids(conn: Any) -> tuple[int, int]:
@@ -270,9 +290,22 @@ def _last_doc_ids(conn: Any) -> tuple[int, int]:
             conn.execute("SELECT coalesce(max(doc_id), 0) FROM claim_search_text").fetchone()[0])
 
 
-def ensure_trigram_vocab(conn: Any) -> None:
-    """Create the connection's temp fts5vocab views over the trigram indexes (idempotent)."""
-    for vocab, index in TRIGRAM_VOCAB_TABLES.values():
-        conn.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {index}, row)"
-        )
+def _owner_scopes(conn: Any, table: str, entity_id: str) -> list[str]:
+    """The scope tokens of the entity's owner (the entities projector has run already)."""
+    row = conn.execute(f"SELECT workspace_id, project_id, task_id FROM {table} WHERE id = ?",
+                       (entity_id,)).fetchone()
+    return owner_scope_tokens(*row)
+
+
+def _still_indexed(conn: Any, word: str, bulk: bool) -> bool:
+    """Whether any indexed text still holds ``word`` (while replaying, the indexes are built
+    only at the end, so the text rows are asked, conservatively, for the substring)."""
+    if bulk:
+        return any(conn.execute(f"SELECT 1 FROM {table} WHERE instr(lower({columns}), ?) LIMIT 1",
+                                (word,)).fetchone()
+                   for table, columns in (("artifact_search_text", "title || ' ' || body"),
+                                          ("claim_search_text", "statement")))
+    phrase = '"' + word.replace('"', '""') + '"'
+    return any(conn.execute(f"SELECT 1 FROM {index} WHERE {index} MATCH ? LIMIT 1",
+                            (f"{{{columns}}} : {phrase}",)).fetchone()
+               for index, columns in (("artifact_fts", "title body"), ("claim_fts", "statement")))

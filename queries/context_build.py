@@ -13,16 +13,19 @@ report the search's own truncation. Retrieved text is data, never instructions:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from memoree.errors import InvalidRequest
 from memoree.inputs import ContextBuildInput
+from memoree.projections.chunker import span_citation
+from memoree.projections.records import OwnerContext
 from memoree.projections.text import floor_char_boundary
 
+from .passages import MAX_PASSAGE_BYTES, Passage, chunk_bytes
 from .recall import ConflictSummary, evidence_citation, open_conflicts
-from memoree.projections.records import OwnerContext
 from .risk import hit_risk_signals
 from .search import (
     BROADEN_HINT,
@@ -30,6 +33,7 @@ from .search import (
     ReadScope,
     RerankerChannel,
     SearchHit,
+    SearchRun,
     SemanticChannel,
     read_snapshot,
     reranker_status,
@@ -52,6 +56,14 @@ MAX_QUOTED_TITLE_BYTES = 256
 ELLIPSIS = "…"
 
 
+class PassageRef(msgspec.Struct, kw_only=True):
+    """One shown passage: its exact citation and byte span."""
+
+    citation: str
+    start_byte: int
+    end_byte: int
+
+
 class ManifestItem(msgspec.Struct, kw_only=True):
     citation: str
     entity_type: str
@@ -66,6 +78,7 @@ class ManifestItem(msgspec.Struct, kw_only=True):
     excerpt_available: bool
     excerpt_truncated: bool
     reason: str
+    passages: list[PassageRef]
 
 
 class ContextBuildResult(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -133,26 +146,40 @@ def quoted_prefix(text: str, budget: int) -> tuple[str, int]:
     return rendered, source
 
 
-def hit_header(hit: SearchHit, risk: list[str]) -> str:
-    temporal = evidence = ""
-    if hit.entity_type == "claim":
-        state = hit.provenance.get("temporal_state", "unknown")
-        current = "true" if hit.provenance.get("is_current") else "false"
-        temporal = (f"Temporal state: {BT}{state}{BT}  \n"
-                    f"Current knowledge: {BT}{current}{BT}  \n")
-        locators = hit.provenance.get("evidence") or []
-        evidence = "".join(f"Evidence: {BT}{evidence_citation(loc)}{BT}  \n" for loc in locators) \
-            or "Evidence: none recorded  \n"
-    risk_line = f"Risk signals: {', '.join(risk)}  \n" if risk else ""
-    return (
-        f"\n## Retrieved {hit.entity_type}\n\nUntrusted title:\n{quoted_title(hit.title)}"
-        f"\n\nCitation: {BT}{hit.citation}{BT}  \n"
-        f"Status: {BT}{hit.status}{BT}  \n"
-        f"{temporal}{evidence}"
-        f"Matched by: {', '.join(hit.matched_by)}  \n"
-        f"{risk_line}"
-        "\nUntrusted excerpt:\n"
-    )
+def _risk_line(risk: list[str]) -> str:
+    return f"Risk signals: {', '.join(risk)}  \n" if risk else ""
+
+
+def claim_block(hit: SearchHit, risk: list[str], evidence_text: tuple[str, str] | None) -> str:
+    """A claim: its citation, its status when it is not plainly current, its evidence
+    citations, the quoted statement and, when given, the quoted text of its evidence passage."""
+    state = hit.provenance.get("temporal_state", "unknown")
+    current = bool(hit.provenance.get("is_current"))
+    status = ""
+    if hit.status != "active" or state != "current" or not current:
+        status = (f"Status: {BT}{hit.status}{BT}, temporal state {BT}{state}{BT}, "
+                  f"{'current' if current else 'not current'}  \n")
+    locators = hit.provenance.get("evidence") or []
+    cited = [evidence_citation(loc) for loc in locators]
+    shown = f"{cited[0]}" if evidence_text is not None else None
+    evidence = "".join(f"Evidence: {BT}{c}{BT}  \n" for c in cited if c != shown) \
+        or ("" if shown else "Evidence: none recorded  \n")
+    passage = ""
+    if evidence_text is not None:
+        passage = f"Evidence {BT}{shown}{BT}:\n{blockquote(evidence_text[1])}\n"
+    return (f"\n## Retrieved claim\nCitation: {BT}{hit.citation}{BT} "
+            f"({hit.provenance.get('claim_type', 'claim')})  \n{status}{evidence}{_risk_line(risk)}"
+            f"{blockquote(hit.excerpt)}\n{passage}")
+
+
+def artifact_header(hit: SearchHit, risk: list[str]) -> str:
+    base = span_citation(hit.entity_id, hit.revision_id)
+    return (f"\n## Retrieved artifact\nUntrusted title:\n{quoted_title(hit.title)}\n"
+            f"Citation: {BT}{base}{BT} (status {BT}{hit.status}{BT})  \n{_risk_line(risk)}")
+
+
+def passage_block(passage: Passage) -> str:
+    return f"Excerpt {BT}#{passage.start}-{passage.end}{BT}:\n{blockquote(passage.text)}\n"
 
 
 class _Page:
@@ -193,51 +220,212 @@ def _render_conflicts(page: _Page, conflicts: list[ConflictSummary]) -> None:
         page.add("\n")
 
 
-def _render_hit(page: _Page, hit: SearchHit) -> ManifestItem | None:
-    """Add one hit if it fits; return its manifest item, or None when the budget omits it."""
-    risk = hit_risk_signals(hit.title, hit.excerpt)
-    header = hit_header(hit, risk)
-    if page.remaining <= _size(header) + 3:
-        return None
-    excerpt_budget = page.remaining - _size(header) - 1
-    available = bool(hit.excerpt)
-    body = blockquote(hit.excerpt) if available else NO_EXCERPT_NOTICE
-    included, truncated = (_size(hit.excerpt) if available else 0), False
-    if _size(body) > excerpt_budget:
-        if hit.entity_type == "claim" or not available:
+@dataclass
+class _Section:
+    """One hit's part of the page: a claim block, or an artifact header and its passages."""
+
+    hit: SearchHit
+    rank: int
+    risk: list[str]
+    header: str = ""
+    passages: list[Passage] = field(default_factory=list)
+    evidence_span: tuple[str, int, int] | None = None
+    included: int = 0
+
+    def text(self) -> str:
+        if self.hit.entity_type == "claim":
+            return self.header
+        return self.header + "".join(passage_block(p) for p in sorted(self.passages, key=lambda p: p.start))
+
+
+@dataclass(frozen=True)
+class _Item:
+    """A candidate piece of evidence: a claim or one artifact passage, with its score."""
+
+    score: float
+    rank: int
+    order: int
+    hit: SearchHit
+    passage: Passage | None = None
+
+
+def _evidence_passage(conn: Any, hit: SearchHit) -> tuple[str, int, int, str] | None:
+    """The claim's first evidence as text, when it is a short span of indexed text."""
+    for locator in (hit.provenance.get("evidence") or [])[:1]:
+        start, end = locator.get("start_byte"), locator.get("end_byte")
+        if start is None or end is None or end - start > MAX_PASSAGE_BYTES:
             return None
-        if excerpt_budget <= _size(TRUNCATION_MARKER) + 2:
+        data = chunk_bytes(conn, locator["revision_id"], start, end)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
             return None
-        body, included = quoted_prefix(hit.excerpt, excerpt_budget - _size(TRUNCATION_MARKER))
-        if included == 0:
+        if len(data) != end - start or not text.strip():
             return None
-        body, truncated = body + TRUNCATION_MARKER, True
-    page.add(header + body + "\n")
+        return locator["revision_id"], start, end, text
+    return None
+
+
+def evidence_items(run: SearchRun) -> list[_Item]:
+    """Claims and artifact passages that match the query, best evidence first."""
+    scorer = run.scorer
+    items: list[_Item] = []
+    for rank, hit in enumerate(run.hits):
+        if hit.entity_type == "claim":
+            score = scorer.score(hit.excerpt)[0] if scorer else 0.0
+            items.append(_Item(score, rank, 0, hit))
+            continue
+        passages = [p for p in run.passages.get(hit.revision_id, []) if p.units]
+        if not passages:
+            items.append(_Item(0.0, rank, 0, hit))  # title-only match: the header alone
+        for order, passage in enumerate(passages):
+            items.append(_Item(passage.score, rank, order, hit, passage))
+    items.sort(key=lambda item: (-item.score, item.rank, item.order))
+    return items
+
+
+def _overlaps(passage: Passage, revision_id: str, shown: list[tuple[str, int, int]]) -> bool:
+    return any(rev == revision_id and passage.start < end and start < passage.end
+               for rev, start, end in shown)
+
+
+def pack(conn: Any, run: SearchRun, budget: int) -> list[_Section]:
+    """Choose evidence greedily, best first, while it fits ``budget`` bytes (exactly counted):
+    claims (citations and statement) and artifact passages compete on one score; then, with
+    what is left, claims bring their evidence passage's text (which their artifact's section
+    then no longer repeats)."""
+    sections: dict[int, _Section] = {}
+    order: list[_Section] = []
+    blocks: dict[int, tuple[str, list[str]]] = {}
+    used = 0
+    for item in evidence_items(run):
+        hit = item.hit
+        section = sections.get(item.rank)
+        if hit.entity_type == "claim":
+            if item.rank not in blocks:
+                # A claim's size does not depend on its signals unless it has some, so the
+                # (rare) risk line is computed once, and only for claims that could fit at all.
+                bare = claim_block(hit, [], None)
+                if _size(bare) > budget - used:
+                    continue
+                risk = hit_risk_signals(hit.title, hit.excerpt)
+                blocks[item.rank] = (claim_block(hit, risk, None), risk)
+            text, risk = blocks[item.rank]
+            if _size(text) > budget - used:
+                continue
+            section = _Section(hit, item.rank, risk, header=text, included=_size(hit.excerpt))
+            sections[item.rank] = section
+            order.append(section)
+            used += _size(text)
+            continue
+        passage = item.passage
+        if passage is not None and _is_title(passage, hit):
+            continue
+        cost = _size(passage_block(passage)) if passage is not None else 0
+        if section is None:
+            if _size(artifact_header(hit, [])) + cost > budget - used:
+                continue
+            if item.rank not in blocks:
+                passages = run.passages.get(hit.revision_id, [])
+                risk = hit_risk_signals(hit.title, "\n".join([hit.excerpt, *(p.text for p in passages)]))
+                blocks[item.rank] = (artifact_header(hit, risk), risk)
+            header, risk = blocks[item.rank]
+            if _size(header) + cost > budget - used:
+                continue
+            section = _Section(hit, item.rank, risk, header=header)
+            sections[item.rank] = section
+            order.append(section)
+            used += _size(header)
+        elif cost > budget - used:
+            continue
+        if passage is not None:
+            section.passages.append(passage)
+            section.included += passage.size
+            used += cost
+    _add_evidence_text(conn, order, budget - used)
+    return order
+
+
+def _is_title(passage: Passage, hit: SearchHit) -> bool:
+    """A line that only repeats the title (shown already), such as a heading naming it."""
+    return passage.text.strip().lstrip("#").strip() == hit.title.strip()
+
+
+def _add_evidence_text(conn: Any, order: list[_Section], room: int) -> None:
+    """Give claims their evidence passage's text while it fits, taking it out of its artifact."""
+    shown = {(s.hit.revision_id, p.start, p.end): (s, p) for s in order for p in s.passages}
+    for section in order:
+        if section.hit.entity_type != "claim":
+            continue
+        found = _evidence_passage(conn, section.hit)
+        if found is None:
+            continue
+        revision_id, start, end, text = found
+        block = claim_block(section.hit, section.risk, (f"#{start}-{end}", text))
+        freed = 0
+        duplicate = shown.get((revision_id, start, end))
+        if duplicate is not None:
+            freed = _size(passage_block(duplicate[1]))
+        growth = _size(block) - _size(section.header) - freed
+        if growth > room:
+            continue
+        if duplicate is not None:
+            owner, passage = duplicate
+            owner.passages.remove(passage)
+            owner.included -= passage.size
+            del shown[(revision_id, start, end)]
+        section.header = block
+        section.evidence_span = (revision_id, start, end)
+        room -= growth
+
+
+def _manifest_item(section: _Section) -> ManifestItem:
+    hit = section.hit
+    passages = [PassageRef(citation=span_citation(hit.entity_id, hit.revision_id, (p.start, p.end)),
+                           start_byte=p.start, end_byte=p.end)
+                for p in sorted(section.passages, key=lambda p: p.start)]
+    if section.evidence_span is not None:
+        rev, start, end = section.evidence_span
+        locator = next(loc for loc in hit.provenance.get("evidence") or []
+                       if loc["revision_id"] == rev and loc.get("start_byte") == start)
+        passages = [PassageRef(citation=evidence_citation(locator), start_byte=start, end_byte=end)]
+    excerpt_bytes = _size(hit.excerpt)
+    truncated = hit.entity_type == "artifact" and not _covers(section, hit)
     return ManifestItem(
         citation=hit.citation, entity_type=hit.entity_type, entity_id=hit.entity_id,
         revision_id=hit.revision_id, status=hit.status, context=hit.context,
-        provenance=hit.provenance, risk_signals=risk, source_excerpt_bytes=_size(hit.excerpt),
-        included_bytes=included, excerpt_available=available, excerpt_truncated=truncated,
-        reason="retrieved by " + " + ".join(hit.matched_by),
+        provenance=hit.provenance, risk_signals=section.risk, source_excerpt_bytes=excerpt_bytes,
+        included_bytes=section.included, excerpt_available=bool(hit.excerpt),
+        excerpt_truncated=truncated, reason="retrieved by " + " + ".join(hit.matched_by),
+        passages=passages,
     )
 
 
-def render(hits: list[SearchHit], conflicts: list[ConflictSummary],
+def _covers(section: _Section, hit: SearchHit) -> bool:
+    """Whether the shown passages hold every line of the hit's own excerpt."""
+    span = hit.provenance.get("retrieval_span")
+    if span is None:
+        return not hit.excerpt or hit.excerpt == hit.title
+    shown = sum(p.size for p in section.passages if span["start_byte"] <= p.start and p.end <= span["end_byte"])
+    inside = _size(hit.excerpt.replace("\n", ""))
+    return shown >= inside
+
+
+def render(conn: Any, run: SearchRun, conflicts: list[ConflictSummary],
            max_bytes: int) -> tuple[str, list[ManifestItem], int]:
-    """(markdown, manifest, omitted_count) for ``hits`` within ``max_bytes``."""
+    """(markdown, manifest, omitted_count) for the run's hits within ``max_bytes``."""
     page = _Page(max_bytes)
     if not page.fits(HEADER):
         data = HEADER.encode("utf-8")
         page.add(data[:floor_char_boundary(data, max_bytes)].decode("utf-8"))
-        return page.text, [], len(hits)
+        return page.text, [], len(run.hits)
     page.add(HEADER)
     _render_conflicts(page, conflicts)
-    manifest: list[ManifestItem] = []
-    for hit in hits:
-        item = _render_hit(page, hit)
-        if item is not None:
-            manifest.append(item)
-    return page.text, manifest, len(hits) - len(manifest)
+    sections = pack(conn, run, page.remaining)
+    for section in sections:
+        page.add(section.text())
+    manifest = [_manifest_item(section) for section in sections]
+    return page.text, manifest, len(run.hits) - len(manifest)
 
 
 def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResult:
@@ -251,7 +439,7 @@ def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResul
         )
         claim_ids = [hit.entity_id for hit in run.hits if hit.entity_type == "claim"]
         conflicts, _ = open_conflicts(scope.conn, claim_ids, scope.ambient, inp.horizon)
-    markdown, manifest, omitted = render(run.hits, conflicts, inp.max_bytes)
+        markdown, manifest, omitted = render(scope.conn, run, conflicts, inp.max_bytes)
     return ContextBuildResult(
         content_is_untrusted=True, query=inp.query, max_bytes=inp.max_bytes,
         used_bytes=_size(markdown), rendered_markdown=markdown,

@@ -25,6 +25,7 @@ or a rebuild. Above ``EXACT_SCAN_ROWS`` rows a Hamming pass over the sign bits p
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ EXACT_SCAN_ROWS = 8192
 PREFILTER_ROWS = 2048
 MAX_QUERY_CHARS = 4096
 VISIBILITY_SLICES = 6
+ROWS_PER_DOCUMENT = 4
 QUANT = 127.0
 _WORD = re.compile(r"\w+")
 
@@ -144,19 +146,30 @@ def _current_index(conn: Any, np: Any) -> _Index:
 
 
 def index_stats(conn: Any) -> tuple[int, int]:
-    """(indexed artifact revisions, indexed claim revisions) in the vectors projection."""
-    artifacts = conn.execute("SELECT count(DISTINCT doc_id) FROM artifact_vectors").fetchone()[0]
-    claims = conn.execute("SELECT count(*) FROM claim_vectors").fetchone()[0]
-    return artifacts, claims
+    """(indexed artifact revisions, indexed claim revisions): from the in-memory copy, whose
+    artifact rows hold one title row per revision."""
+    index = _current_index(conn, load_model().np)
+    rows = index.artifacts
+    titles = int((rows.starts[:rows.count] < 0).sum()) if rows.count else 0
+    return titles, index.claims.count
+
+
+def eligible_revisions(conn: Any) -> int:
+    """Artifact and claim revisions the fts projection holds (document ids are dense and never
+    reused, so the largest is the count)."""
+    return sum(conn.execute(f"SELECT coalesce(max(doc_id), 0) FROM {table}").fetchone()[0]
+               for table in ("artifact_search_text", "claim_search_text"))
 
 
 @dataclass(frozen=True)
 class DenseHit:
-    """A document the dense channel found: its best similarity and (artifacts) passage span."""
+    """A document the dense channel found: its best similarity, (artifacts) passage span, and
+    the stored unit vector of that best row (int8 scaled by ``QUANT``)."""
 
     doc_id: int
     similarity: float
     span: tuple[int, int] | None
+    vector: Any = None
 
 
 def _similarities(np: Any, rows: _Rows, query: Any) -> tuple[Any, Any]:
@@ -164,22 +177,27 @@ def _similarities(np: Any, rows: _Rows, query: Any) -> tuple[Any, Any]:
     if rows.count == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     if rows.count <= EXACT_SCAN_ROWS:
-        positions = np.arange(rows.count)
-    else:
-        signs = np.packbits(query > 0).view(np.uint64)
-        distance = np.bitwise_count(rows.bits[:rows.count] ^ signs).sum(axis=1, dtype=np.int32)
-        kth = np.partition(distance, PREFILTER_ROWS)[PREFILTER_ROWS]
-        positions = np.flatnonzero(distance <= kth)  # ties kept whole: the set is deterministic
-    scores = rows.vectors[positions].astype(np.float32) @ query / np.float32(QUANT)
-    return positions, scores
+        return np.arange(rows.count), rows.vectors[:rows.count] @ query
+    signs = np.packbits(query > 0).view(np.uint64)
+    distance = np.bitwise_count(rows.bits[:rows.count] ^ signs).sum(axis=1, dtype=np.int32)
+    kth = np.partition(distance, PREFILTER_ROWS)[PREFILTER_ROWS]
+    positions = np.flatnonzero(distance <= kth)  # ties kept whole: the set is deterministic
+    return positions, rows.vectors[positions] @ query
 
 
-def _ranked_documents(np: Any, rows: _Rows, positions: Any, scores: Any) -> list[DenseHit]:
-    """Each document's best row, best first (ties: newer document first, then earlier passage)."""
+def _ranked_documents(np: Any, rows: _Rows, positions: Any, scores: Any, wanted: int) -> list[DenseHit]:
+    """Each document's best row, best first (ties: newer document first, then earlier passage),
+    at most ``wanted`` documents, from the best ``ROWS_PER_DOCUMENT × wanted`` rows only."""
     if rows.count == 0:
         return []
     keep = scores >= MIN_CANDIDATE_COSINE
     positions, scores = positions[keep], scores[keep]
+    top = ROWS_PER_DOCUMENT * wanted
+    if len(scores) > top:
+        # Keep every row tied with the cut so the chosen set does not depend on row order.
+        cut = np.partition(scores, len(scores) - top)[len(scores) - top]
+        keep = scores >= cut
+        positions, scores = positions[keep], scores[keep]
     rounded = np.round(scores.astype(np.float64), 6)
     order = np.lexsort((rows.ids[positions], -rows.doc_ids[positions], -rounded))
     seen: set[int] = set()
@@ -191,43 +209,48 @@ def _ranked_documents(np: Any, rows: _Rows, positions: Any, scores: Any) -> list
             continue
         seen.add(doc_id)
         start, end = int(rows.starts[position]), int(rows.ends[position])
-        hits.append(DenseHit(doc_id, float(rounded[i]), (start, end) if start >= 0 else None))
+        hits.append(DenseHit(doc_id, float(rounded[i]), (start, end) if start >= 0 else None,
+                             rows.vectors[position]))
+        if len(hits) >= wanted:
+            break
     return hits
 
 
 def embed_query(query: str) -> Any:
+    """The query's unit vector scaled to the stored int8 rows, or ``None`` without a model."""
     model = load_model()
-    return None if model is None else model.embed([query[:MAX_QUERY_CHARS]])[0]
+    return None if model is None else _scaled_embedding(model, query[:MAX_QUERY_CHARS])
 
 
-def dense_hits(conn: Any, entity_type: str, query_vector: Any) -> list[DenseHit]:
-    """Every document of ``entity_type`` at or above the candidate floor, nearest first."""
-    model = load_model()
-    np = model.np
+@functools.lru_cache(maxsize=1024)
+def _scaled_embedding(model: Any, text: str) -> Any:
+    """One embedding per distinct text per process and model (recall, probe and context.build
+    each search two tables with one query; the shared-word check embeds the same rest words)."""
+    vector = model.embed([text])[0] / model.np.float32(QUANT)
+    vector.setflags(write=False)
+    return vector
+
+
+def dense_hits(conn: Any, entity_type: str, query_vector: Any, wanted: int) -> list[DenseHit]:
+    """The ``wanted`` nearest documents of ``entity_type`` at or above the candidate floor."""
+    np = load_model().np
     index = _current_index(conn, np)
     rows = index.artifacts if entity_type == "artifact" else index.claims
     positions, scores = _similarities(np, rows, query_vector)
-    return _ranked_documents(np, rows, positions, scores)
+    return _ranked_documents(np, rows, positions, scores, wanted)
 
 
-def visible_slices(hits: list[DenseHit], size: int) -> list[list[DenseHit]]:
-    """The ranked hits in slices of ``size`` (at most ``VISIBILITY_SLICES``) for visibility joins."""
-    return [hits[i:i + size] for i in range(0, min(len(hits), size * VISIBILITY_SLICES), size)]
-
-
-def unmatched_similarity(query: str, statement: str, matched_terms: list[str], similarity: float) -> float:
+def unmatched_similarity(query: str, matched_terms: list[str], hit: DenseHit) -> float:
     """With no shared words, the claim's similarity to the query; otherwise the similarity of
     the query's unshared words to the claim: a claim that shares a topic word with the query is
     near it for that word alone, and must also be near in what the word does not say."""
     if not matched_terms:
-        return similarity
+        return hit.similarity
     shared = {token.casefold() for term in matched_terms for token in _WORD.findall(term)}
     rest = [word for word in _WORD.findall(query[:MAX_QUERY_CHARS]) if word.casefold() not in shared]
     if not rest:
-        return similarity
-    model = load_model()
-    vectors = model.embed([" ".join(rest), statement])
-    return round(float(vectors[0] @ vectors[1]), 6)
+        return hit.similarity
+    return round(float(hit.vector @ _scaled_embedding(load_model(), " ".join(rest))), 6)
 
 
 def claim_accepted(similarities: list[float], position: int) -> bool:

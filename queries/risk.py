@@ -9,6 +9,8 @@ hidden or bidi characters as a signal of their own. An empty list is never a saf
 
 from __future__ import annotations
 
+import functools
+import re
 import unicodedata
 
 INSTRUCTION_OVERRIDE = "instruction_override_language"
@@ -66,6 +68,8 @@ _HOMOGLYPHS = str.maketrans(
 
 def risk_signals(text: str) -> list[str]:
     """Sorted, de-duplicated signal names for `text`."""
+    if text.isascii():
+        return _ascii_signals(text)
     views = matching_views(text)
     signals = {
         name
@@ -75,6 +79,15 @@ def risk_signals(text: str) -> list[str]:
     if has_hidden_characters(text):
         signals.add(HIDDEN_CHARACTERS)
     return sorted(signals)
+
+
+def _ascii_signals(text: str) -> list[str]:
+    """ASCII text has no hidden, compatibility, accented or lookalike characters, so its views
+    are the lower-cased text and its whitespace-collapsed form (a fast path, same answer)."""
+    lowered = text.lower()
+    views = (lowered, " ".join(lowered.split()))
+    return sorted(name for name, phrases in SIGNAL_PHRASES.items()
+                  if any(phrase in view for view in views for phrase in phrases))
 
 
 def hit_risk_signals(title: str, excerpt: str | None) -> list[str]:
@@ -100,27 +113,47 @@ def fold_for_matching(text: str) -> str:
     return " ".join(folded.split())
 
 
+@functools.cache
+def _character_classes() -> tuple[frozenset[str], re.Pattern[str]]:
+    """Every format (Cf) character, and a pattern of every combining mark, found once by
+    scanning the planes that hold them (BMP, SMP and the tag plane), so the per-text work is
+    done by C loops (``translate``, ``re.sub``, set operations) instead of per-character calls."""
+    planes = (*range(0x20000), *range(0xE0000, 0xE1000))
+    formats = frozenset(chr(cp) for cp in planes if unicodedata.category(chr(cp)) == "Cf")
+    marks = [chr(cp) for cp in planes if unicodedata.combining(chr(cp))]
+    return formats, re.compile("[" + "".join(re.escape(m) for m in marks) + "]+")
+
+
+_TAG_DECODING = {cp: cp - _TAG_FIRST for cp in range(0xE0020, 0xE007F)}
+_SUSPECT = ZERO_WIDTH_CHARACTERS | BIDI_CONTROLS | BIDI_MARKS | JOINERS | frozenset(
+    chr(cp) for cp in range(_TAG_FIRST, _TAG_LAST + 1))
+
+
 def fold_marks_and_homoglyphs(text: str) -> str:
     """Drop combining marks ("ïgnore") and map Cyrillic/Greek lookalikes to Latin letters."""
     decomposed = unicodedata.normalize("NFKD", text)
-    unmarked = "".join(char for char in decomposed if not unicodedata.combining(char))
+    unmarked = _character_classes()[1].sub("", decomposed)
     return unmarked.translate(_HOMOGLYPHS)
 
 
 def strip_hidden_characters(text: str, replacement: str) -> str:
     """Replace every default-invisible format character (category Cf) with `replacement`."""
-    return "".join(replacement if _is_invisible(char) else char for char in text)
+    formats = _character_classes()[0]
+    present = formats.intersection(text)
+    if not present:
+        return text
+    return text.translate({ord(char): replacement for char in present})
 
 
 def decode_tag_characters(text: str) -> str:
     """Map Unicode tag characters (U+E0020–E007E) to the ASCII they smuggle."""
-    return "".join(
-        chr(ord(char) - _TAG_FIRST) if 0xE0020 <= ord(char) <= 0xE007E else char for char in text
-    )
+    return text.translate(_TAG_DECODING)
 
 
 def has_hidden_characters(text: str) -> bool:
     """Zero-width, bidi-control or tag characters outside their legitimate uses."""
+    if _SUSPECT.isdisjoint(text):
+        return False
     has_right_to_left = any(
         unicodedata.bidirectional(char) in _RIGHT_TO_LEFT_CLASSES
         for char in text

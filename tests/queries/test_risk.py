@@ -209,3 +209,17 @@ class TestDeterminism:
         """Reference behaviour is preserved: a plain phrase is found after any prefix."""
         signal, phrase = signal_and_phrase
         assert signal in risk_signals(prefix + " " + phrase)
+
+    @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300),
+           st.sampled_from(SPEC_PHRASES))
+    def test_the_ascii_fast_path_answers_like_the_full_views(self, text: str,
+                                                            signal_and_phrase: tuple[str, str]) -> None:
+        """For ASCII text the fast path gives exactly what the Unicode-aware views give."""
+        from memoree.queries.risk import has_hidden_characters, matching_views
+
+        for sample in (text, text + "\n" + signal_and_phrase[1].upper()):
+            views = matching_views(sample)
+            slow = sorted(name for name, phrases in SIGNAL_PHRASES.items()
+                          if any(p in view for view in views for p in phrases))
+            assert not has_hidden_characters(sample)
+            assert slow == risk_signals(sample)

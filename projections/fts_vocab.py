@@ -1,0 +1,141 @@
+"""Owner scopes and the word vocabulary of the full-text projection.
+
+This module owns two things retrieval needs to rank a query by what the caller's horizon holds,
+never by other workspaces' data:
+
+* **Scope tokens.** Every indexed document carries, in an extra FTS5 column, opaque tokens naming
+  its owner's workspace, project, and task (or "no task"), so one MATCH can be confined to a
+  horizon (``scope : "p…"``) and FTS5 intersects the posting lists itself. A per-(table, scope)
+  document count makes horizon-scoped IDF a lookup.
+* **The vocabulary.** Every word (3..32 characters, folded as the word tokenizer folds it) of every
+  indexed text, per scope token and once store-wide, plus each word's one-character deletions
+  (a symmetric-deletion index). The typo channel finds words one edit away, and words that
+  extend an abbreviation, with index lookups instead of edit distance over documents.
+
+Everything here is written inside the mutation's transaction by the fts projector; reads only
+look rows up. A purge removes the purged words that no longer occur in any index.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from blake3 import blake3
+
+__all__ = [
+    "GLOBAL_SCOPE", "MAX_VOCAB_WORD", "MIN_VOCAB_WORD", "VOCAB_SCHEMA", "add_scope_doc",
+    "deletions", "forget_words", "fold", "index_words", "owner_scope_tokens", "scope_token",
+    "word_count", "words_of",
+]
+
+MIN_VOCAB_WORD = 3
+MAX_VOCAB_WORD = 32
+GLOBAL_SCOPE = ""
+_WORD = re.compile(r"[^\W_]+")
+
+VOCAB_SCHEMA = """
+CREATE TABLE IF NOT EXISTS search_scope_docs (
+    tbl TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    docs INTEGER NOT NULL,
+    words INTEGER NOT NULL,
+    PRIMARY KEY (tbl, scope)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS search_terms (
+    scope TEXT NOT NULL,
+    term TEXT NOT NULL,
+    PRIMARY KEY (scope, term)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS search_term_deletions (
+    deletion TEXT NOT NULL,
+    term TEXT NOT NULL,
+    PRIMARY KEY (deletion, term)
+) STRICT, WITHOUT ROWID;
+"""
+
+
+def _digest(*parts: str) -> str:
+    return blake3("\0".join(parts).encode("utf-8")).hexdigest()[:20]
+
+
+def scope_token(kind: str, *parts: str) -> str:
+    """An opaque, tokenizer-safe token: ``w`` workspace, ``p`` project, ``n`` project-level
+    (no task), ``t`` one task. Letters and hex digits only, so unicode61 keeps it whole."""
+    return kind + _digest(kind, *parts)
+
+
+def owner_scope_tokens(workspace_id: str, project_id: str, task_id: str | None) -> list[str]:
+    """The scope tokens of a document owned by this context."""
+    tokens = [scope_token("w", workspace_id), scope_token("p", workspace_id, project_id)]
+    if task_id is None:
+        tokens.append(scope_token("n", workspace_id, project_id))
+    else:
+        tokens.append(scope_token("t", workspace_id, project_id, task_id))
+    return tokens
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def fold(word: str) -> str:
+    """Lower-case without accents, as ``unicode61 remove_diacritics 2`` compares words."""
+    if word.isascii():
+        return word.lower()
+    decomposed = unicodedata.normalize("NFKD", word.lower())
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+def words_of(text: str) -> set[str]:
+    """The distinct vocabulary words of ``text`` (folded, 3..32 characters)."""
+    return {fold(w) for w in _WORD.findall(text) if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
+
+
+def deletions(word: str) -> set[str]:
+    """Every string one character shorter than ``word`` (the symmetric-deletion keys)."""
+    return {word[:i] + word[i + 1:] for i in range(len(word))}
+
+
+def word_count(text: str) -> int:
+    """How many word tokens ``text`` holds (its BM25 length)."""
+    return sum(1 for _ in _WORD.finditer(text))
+
+
+def add_scope_doc(conn: Any, table: str, scopes: Iterable[str], words: int) -> None:
+    """Count one more document of ``table``, and its words, in each scope (and store-wide)."""
+    conn.executemany(
+        "INSERT INTO search_scope_docs (tbl, scope, docs, words) VALUES (?, ?, 1, ?) "
+        "ON CONFLICT(tbl, scope) DO UPDATE SET docs = docs + 1, words = words + excluded.words",
+        [(table, scope, words) for scope in (GLOBAL_SCOPE, *scopes)],
+    )
+
+
+def index_words(conn: Any, scopes: Sequence[str], text: str) -> None:
+    """Add the words of ``text`` to the vocabulary of each scope and store-wide."""
+    words = sorted(words_of(text))
+    if not words:
+        return
+    new = _unknown(conn, words)
+    conn.executemany("INSERT OR IGNORE INTO search_terms (scope, term) VALUES (?, ?)",
+                     [(scope, w) for scope in (GLOBAL_SCOPE, *scopes) for w in words])
+    conn.executemany("INSERT OR IGNORE INTO search_term_deletions (deletion, term) VALUES (?, ?)",
+                     [(d, w) for w in new for d in deletions(w)])
+
+
+def _unknown(conn: Any, words: Sequence[str]) -> list[str]:
+    known: set[str] = set()
+    for start in range(0, len(words), 500):
+        piece = words[start:start + 500]
+        marks = ",".join("?" * len(piece))
+        known.update(row[0] for row in conn.execute(
+            f"SELECT term FROM search_terms WHERE scope = '' AND term IN ({marks})", piece))
+    return [w for w in words if w not in known]
+
+
+def forget_words(conn: Any, text: str, still_indexed: Any) -> None:
+    """After a purge: drop the purged text's words that ``still_indexed(word)`` says are gone."""
+    gone = [w for w in sorted(words_of(text)) if not still_indexed(w)]
+    conn.executemany("DELETE FROM search_terms WHERE term = ?", [(w,) for w in gone])
+    conn.executemany("DELETE FROM search_term_deletions WHERE deletion = ? AND term = ?",
+                     [(d, w) for w in gone for d in deletions(w)])

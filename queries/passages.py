@@ -1,0 +1,296 @@
+"""Passage-level evidence: which lines of an artifact answer the query, with exact byte spans.
+
+This module owns how an artifact hit is cited (§5.7, refined): the best chunk (chunker v1) is the
+one matching the most phrases and units (chunk membership, no statistics), then the best passage
+score; inside it, the hit's excerpt is the span with the query's units — the best passage (a
+line; a long line is cut at sentences, a long sentence at whitespace, ≤ ``MAX_PASSAGE_BYTES``)
+widened over its best-scoring neighbours up to ``HIT_WINDOW_BYTES`` — never the chunk's head.
+Passages are scored like BM25 over the query units (term frequency saturated, length
+normalized) with the horizon's IDF, so claims and passages share one scale. ``artifact_passages``
+gives context.build every scored passage of an artifact's best-matching chunks. Bounded: at most
+``MAX_SCORED_CHUNKS`` chunks (≤ 4 KiB each) are read per artifact.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memoree.projections.chunker import CHUNKER_VERSION, span_citation
+from memoree.projections.text import floor_char_boundary
+
+from .analysis import AnalyzedQuery
+from .candidates import Candidate, docs_matching
+
+__all__ = ["Passage", "PassageScorer", "artifact_passages", "attach_citations", "claim_citation"]
+
+MAX_PASSAGE_BYTES = 480
+HIT_WINDOW_BYTES = 1024
+MAX_SCORED_CHUNKS = 8
+K1 = 1.2
+B = 0.75
+AVERAGE_PASSAGE_WORDS = 24
+CITATION_SPAN_LABEL = "artifact_citation_span_v1"
+_SENTENCE_END = re.compile(rb"[.!?][ \t]+")
+_WORDS = re.compile(r"\w+")
+
+
+def claim_citation(claim_id: str, revision_id: str) -> str:
+    return f"memoree://claim/{claim_id}@{revision_id}"
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A line or sentence of a revision body: exact ``[start, end)`` bytes, its score and units."""
+
+    start: int
+    end: int
+    text: str
+    score: float
+    units: frozenset[int]
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+class PassageScorer:
+    """BM25 of a short text against the query units, with IDF supplied per unit."""
+
+    def __init__(self, analysis: AnalyzedQuery, idf: Sequence[float],
+                 corrections: dict[int, list[str]] | None = None) -> None:
+        corrections = corrections or {}
+        self.patterns = [_unit_pattern((unit.display,) if unit.phrase
+                                       else (*unit.variants, *corrections.get(index, ())))
+                         for index, unit in enumerate(analysis.units)]
+        self.idf = list(idf)
+
+    def score(self, text: str) -> tuple[float, frozenset[int]]:
+        length = len(_WORDS.findall(text)) or 1
+        norm = K1 * (1 - B + B * length / AVERAGE_PASSAGE_WORDS)
+        total, matched = 0.0, set()
+        for index, pattern in enumerate(self.patterns):
+            tf = len(pattern.findall(text))
+            if tf:
+                matched.add(index)
+                total += self.idf[index] * tf * (K1 + 1) / (tf + norm)
+        return round(total, 12), frozenset(matched)
+
+
+@functools.lru_cache(maxsize=4096)
+def _unit_pattern(spellings: tuple[str, ...]) -> re.Pattern[str]:
+    alternatives = []
+    for spelling in spellings:
+        words = re.findall(r"[^\W_]+", spelling)
+        alternatives.append(r"[\W_]+".join(map(re.escape, words)))
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(alternatives) + r")(?![^\W_])", re.IGNORECASE)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cutting a chunk into passages
+
+
+def passage_spans(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+    """Lines of ``data[start:end]`` (without their newline); long ones cut at sentences, then
+    at whitespace, every piece ≤ MAX_PASSAGE_BYTES and on a code-point boundary."""
+    spans = []
+    position = start
+    while position < end:
+        newline = data.find(b"\n", position, end)
+        line_end = end if newline < 0 else newline
+        if line_end > position and data[position:line_end].strip():
+            spans.extend(_cut_long(data, position, line_end))
+        position = line_end + 1
+    return spans
+
+
+def _cut_long(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+    pieces = []
+    while end - start > MAX_PASSAGE_BYTES:
+        limit = start + MAX_PASSAGE_BYTES
+        cut = None
+        for match in _SENTENCE_END.finditer(data, start + MAX_PASSAGE_BYTES // 4, limit):
+            cut = match.end()
+        if cut is None:
+            space = data.rfind(b" ", start + MAX_PASSAGE_BYTES // 4, limit)
+            cut = space + 1 if space > 0 else floor_char_boundary(data, limit)
+        if cut <= start:
+            cut = floor_char_boundary(data, limit) or limit
+        pieces.append((start, cut))
+        start = cut
+    pieces.append((start, end))
+    return pieces
+
+
+def score_passages(data: bytes, start: int, end: int, scorer: PassageScorer) -> list[Passage]:
+    passages = []
+    for s, e in passage_spans(data, start, end):
+        text = data[s:e].decode("utf-8", "replace")
+        score, units = scorer.score(text)
+        passages.append(Passage(s, e, text, score, units))
+    return passages
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunks and artifact citations
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    chunk_id: int
+    revision_id: str
+    row_kind: str
+    ordinal: int | None
+    start_byte: int | None
+    end_byte: int | None
+
+    @property
+    def order(self) -> int:
+        return -1 if self.ordinal is None else self.ordinal
+
+
+def chunks_of(conn: Any, revision_ids: Sequence[str]) -> dict[str, list[ChunkRow]]:
+    marks = ",".join("?" * len(revision_ids))
+    found: dict[str, list[ChunkRow]] = {}
+    for row in conn.execute(
+        "SELECT chunk_id, revision_id, row_kind, ordinal, start_byte, end_byte FROM artifact_chunks "
+        f"WHERE revision_id IN ({marks}) ORDER BY chunk_id", tuple(revision_ids),
+    ).fetchall():
+        found.setdefault(row[1], []).append(ChunkRow(*row))
+    return found
+
+
+def chunk_bytes(conn: Any, revision_id: str, start: int, end: int) -> bytes:
+    row = conn.execute("SELECT substr(CAST(body AS BLOB), ?, ?) FROM artifact_search_text "
+                       "WHERE revision_id = ?", (start + 1, end - start, revision_id)).fetchone()
+    return bytes(row[0]) if row else b""
+
+
+@dataclass
+class ChunkMatch:
+    """Per chunk row: matched units and phrases (membership in the chunk index)."""
+
+    units: dict[int, set[int]]
+
+    def strength(self, analysis: AnalyzedQuery, chunk_id: int) -> tuple[int, int]:
+        matched = self.units.get(chunk_id, set())
+        phrases = sum(1 for i in matched if analysis.units[i].phrase)
+        return phrases, len(matched)
+
+
+def chunk_matches(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[ChunkRow],
+                  units: Sequence[int] | None = None) -> ChunkMatch:
+    ids = [ch.chunk_id for ch in chunks]
+    matched: dict[int, set[int]] = {}
+    if not ids:
+        return ChunkMatch(matched)
+    for index, unit in enumerate(analysis.units):
+        if units is not None and index not in units:
+            continue
+        for chunk_id in docs_matching(conn, "artifact_chunk_fts", unit.fts_expression, ids):
+            matched.setdefault(chunk_id, set()).add(index)
+    return ChunkMatch(matched)
+
+
+def ranked_chunks(conn: Any, analysis: AnalyzedQuery, rows: Sequence[ChunkRow], match: ChunkMatch,
+                  scorer: PassageScorer) -> list[tuple[ChunkRow, list[Passage]]]:
+    """The body chunks that match any unit, best first (phrases, units, best passage, order),
+    with their scored passages; at most MAX_SCORED_CHUNKS are read."""
+    body = [ch for ch in rows if ch.row_kind == "body" and ch.chunk_id in match.units]
+    body.sort(key=lambda ch: (tuple(-x for x in match.strength(analysis, ch.chunk_id)), ch.order))
+    scored = []
+    for ch in body[:MAX_SCORED_CHUNKS]:
+        data = chunk_bytes(conn, ch.revision_id, ch.start_byte, ch.end_byte)
+        passages = score_passages(data, 0, len(data), scorer)
+        passages = [Passage(p.start + ch.start_byte, p.end + ch.start_byte, p.text, p.score, p.units)
+                    for p in passages]
+        scored.append((ch, passages))
+    scored.sort(key=lambda item: (tuple(-x for x in match.strength(analysis, item[0].chunk_id)),
+                                  -max((p.score for p in item[1]), default=0.0), item[0].order))
+    return scored
+
+
+def hit_window(passages: Sequence[Passage], chunk: ChunkRow) -> tuple[int, int]:
+    """The best passage widened over its better neighbour, line by line, ≤ HIT_WINDOW_BYTES."""
+    if not passages:
+        return chunk.start_byte, chunk.end_byte
+    best = max(range(len(passages)), key=lambda i: (passages[i].score, -i))
+    low = high = best
+    while True:
+        options = []
+        if low > 0 and passages[high].end - passages[low - 1].start <= HIT_WINDOW_BYTES:
+            options.append((passages[low - 1].score, 0, low - 1, high))
+        if high + 1 < len(passages) and passages[high + 1].end - passages[low].start <= HIT_WINDOW_BYTES:
+            options.append((passages[high + 1].score, 1, low, high + 1))
+        if not options:
+            break
+        _, _, low, high = max(options)
+    return passages[low].start, passages[high].end
+
+
+def _cite_title(c: Candidate) -> None:
+    c.excerpt = c.title
+    c.citation = span_citation(c.entity_id, c.revision_id)
+    c.retrieval_keys["retrieval_match"] = "title"
+
+
+def cite_artifact(conn: Any, c: Candidate, ranked: Sequence[tuple[ChunkRow, list[Passage]]]) -> None:
+    if not ranked:
+        _cite_title(c)
+        return
+    chunk, passages = ranked[0]
+    start, end = hit_window(passages, chunk)
+    c.excerpt = chunk_bytes(conn, c.revision_id, start, end).decode("utf-8")
+    c.citation = span_citation(c.entity_id, c.revision_id, (start, end))
+    c.cited_span = True
+    c.retrieval_keys["retrieval_span"] = {
+        "start_byte": start, "end_byte": end, "chunker_version": CHUNKER_VERSION,
+        "coordinate_space": "immutable_artifact_bytes",
+    }
+
+
+def attach_citations(conn: Any, analysis: AnalyzedQuery, candidates: Sequence[Candidate],
+                     scorer: PassageScorer) -> dict[str, list[Passage]]:
+    """Excerpt and citation for each hit (claims whole; artifacts their best passage window);
+    returns each cited artifact revision's scored passages, best chunks first."""
+    artifacts = []
+    for c in candidates:
+        if c.citation:
+            continue
+        if c.entity_type == "claim":
+            c.excerpt, c.citation = c.statement, claim_citation(c.entity_id, c.revision_id)
+        else:
+            artifacts.append(c)
+    if not artifacts:
+        return {}
+    rows = chunks_of(conn, [c.revision_id for c in artifacts])
+    all_rows = [ch for c in artifacts for ch in rows.get(c.revision_id, [])]
+    match = chunk_matches(conn, analysis, all_rows)
+    if any(c.typo_units for c in artifacts):
+        typo_match = _typo_chunk_matches(conn, artifacts, rows)
+        for chunk_id, units in typo_match.items():
+            match.units.setdefault(chunk_id, set()).update(units)
+    passages: dict[str, list[Passage]] = {}
+    for c in artifacts:
+        ranked = ranked_chunks(conn, analysis, rows.get(c.revision_id, []), match, scorer)
+        cite_artifact(conn, c, ranked)
+        passages[c.revision_id] = [p for _, found in ranked for p in found]
+    return passages
+
+
+def _typo_chunk_matches(conn: Any, artifacts: Sequence[Candidate],
+                        rows: dict[str, list[ChunkRow]]) -> dict[int, set[int]]:
+    """Chunks holding a typo candidate's corrections (so a typo-only hit cites where they are)."""
+    found: dict[int, set[int]] = {}
+    for c in artifacts:
+        corrections = c.retrieval_keys.pop("_typo_expressions", None)
+        if not corrections:
+            continue
+        ids = [ch.chunk_id for ch in rows.get(c.revision_id, [])]
+        for index, expression in corrections:
+            for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids):
+                found.setdefault(chunk_id, set()).add(index)
+    return found

@@ -1,0 +1,149 @@
+"""The dense channel inside one search: which visible items it adds, and which qualify by meaning.
+
+This module owns the join between the nearest vectors (``queries.dense``) and the search
+pipeline's candidates (``queries.candidates``): the nearest documents of a table that the
+request's own filters (horizon, currentness, pins) let it see become candidates carrying their
+similarity and, for an artifact, the passage that matched; their lexical units are checked like
+any other candidate's, so fusion and qualification treat them alike. Acceptance by meaning follows
+``queries.dense``: a claim only as the clear nearest visible claim or a near restatement, and not
+when it is near only through a word it shares with the query; an artifact only as the cited
+evidence of such a claim. A dense-only artifact hit cites the exact passage whose meaning matched.
+
+The channel runs only for a table where no lexical hit already covers every query unit (then
+meaning cannot add an answer words did not give), and only where the request leaves it on and
+the store's vectors were built with the loaded model (``semantic_status``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memoree.projections.chunker import CHUNKER_VERSION, span_citation
+from memoree.projections.embedding import model_status
+
+from . import dense
+from .analysis import AnalyzedQuery
+from .candidates import TABLES, Candidate, Filters, Table, docs_matching, qualify, visible_rows
+from .passages import Passage, chunk_bytes
+
+__all__ = ["DenseTable", "add_dense_candidates", "cite_dense_only", "dense_passages", "fully_covered"]
+
+CLAIM_POOL_FLOOR = 16
+
+
+class DenseTable:
+    """One table the channel may add to: its filters and the candidates found so far."""
+
+    def __init__(self, table: Table, filters: Filters, pool: list[Candidate]) -> None:
+        self.table = table
+        self.filters = filters
+        self.pool = pool
+
+
+def fully_covered(candidates: Sequence[Candidate]) -> bool:
+    """Whether some lexical hit already matches every unit (the channel then stays out)."""
+    return any(c.lexical_qualified and c.lexical_coverage == 1.0 for c in candidates)
+
+
+def _membership(conn: Any, table: Table, analysis: AnalyzedQuery, fresh: Sequence[Candidate]) -> None:
+    """Lexical units of candidates only the channel found (one bounded lookup per unit)."""
+    if not fresh:
+        return
+    doc_ids = [c.doc_id for c in fresh]
+    found = [docs_matching(conn, table.word_index, f"{{{table.text_columns}}} : ({unit.fts_expression})",
+                           doc_ids) for unit in analysis.units]
+    for c in fresh:
+        qualify(c, analysis, [c.doc_id in ids for ids in found])
+
+
+def _nearest_visible(conn: Any, table: Table, filters: Filters, analysis: AnalyzedQuery,
+                     query_vector: Any, known: dict[tuple[str, str], Candidate],
+                     wanted: int) -> list[tuple[Candidate, dense.DenseHit]]:
+    """The ``wanted`` nearest documents the filters let this request see, nearest first; a
+    document already a candidate is returned as that candidate."""
+    hits = dense.dense_hits(conn, table.entity_type, query_vector, wanted * dense.VISIBILITY_SLICES)
+    by_doc = {hit.doc_id: hit for hit in hits}
+    found = visible_rows(conn, table, filters, list(by_doc), wanted)
+    chosen = [(known.get(c.key, c), by_doc[c.doc_id]) for c in found]
+    _membership(conn, table, analysis, [c for c, _ in chosen if c.key not in known])
+    return chosen
+
+
+def add_dense_candidates(scope: Any, query: str, analysis: AnalyzedQuery, query_vector: Any,
+                         tables: Sequence[DenseTable], claim_filters: Filters, wanted: int) -> None:
+    """Add the nearest visible items by meaning to each table's pool and decide which qualify.
+
+    Claims are always scored (even for an artifacts-only search): an artifact qualifies by
+    meaning only as the evidence of a claim that did.
+    """
+    conn = scope.conn
+    by_type = {t.table.entity_type: t for t in tables}
+    claim_pool = by_type["claim"].pool if "claim" in by_type else []
+    known = {c.key: c for t in tables for c in t.pool}
+    claims = _nearest_visible(conn, TABLES["claim"], claim_filters, analysis, query_vector, known,
+                              max(wanted, CLAIM_POOL_FLOOR))
+    similarities = [hit.similarity for _, hit in claims]
+    accepted = [dense.claim_accepted(similarities, i)
+                and dense.unmatched_similarity(query, c.matched_free + c.matched_phrases, hit)
+                >= dense.UNMATCHED_MIN_COSINE
+                for i, (c, hit) in enumerate(claims)]
+    vouched = {ref.get("artifact_id") for (c, _), ok in zip(claims, accepted) if ok for ref in c.evidence}
+    if "claim" in by_type:
+        _mark(claim_pool, known, [(c, hit, ok) for (c, hit), ok in zip(claims, accepted)][:wanted])
+    if "artifact" in by_type:
+        target = by_type["artifact"]
+        artifacts = _nearest_visible(conn, target.table, target.filters, analysis, query_vector, known,
+                                     wanted)
+        _mark(target.pool, known, [(c, hit, c.entity_id in vouched) for c, hit in artifacts])
+
+
+def _mark(pool: list[Candidate], known: dict[tuple[str, str], Candidate],
+          found: Sequence[tuple[Candidate, dense.DenseHit, bool]]) -> None:
+    for candidate, hit, ok in found:
+        if candidate.key not in known:
+            known[candidate.key] = candidate
+            pool.append(candidate)
+        candidate.semantic_similarity = hit.similarity
+        candidate.semantic_span = hit.span
+        candidate.semantic_qualified = ok
+
+
+def _dense_only(c: Candidate) -> bool:
+    return (c.entity_type == "artifact" and c.semantic_span is not None and not c.lexical_candidate
+            and c.trigram_score is None and not c.typo_units)
+
+
+def cite_dense_only(conn: Any, candidates: Sequence[Candidate]) -> None:
+    """A dense-only artifact hit cites the exact passage whose meaning matched."""
+    for c in candidates:
+        if c.citation or not _dense_only(c):
+            continue
+        start, end = c.semantic_span
+        c.excerpt = chunk_bytes(conn, c.revision_id, start, end).decode("utf-8")
+        c.citation = span_citation(c.entity_id, c.revision_id, (start, end))
+        c.cited_span = True
+        c.retrieval_keys["retrieval_span"] = {
+            "start_byte": start, "end_byte": end, "chunker_version": CHUNKER_VERSION,
+            "coordinate_space": "immutable_artifact_bytes", "window": "semantic_passage",
+        }
+
+
+def dense_passages(candidates: Sequence[Candidate]) -> dict[str, list[Passage]]:
+    """The matched passage of each dense-only artifact hit, as context.build's evidence."""
+    return {c.revision_id: [Passage(c.semantic_span[0], c.semantic_span[1], c.excerpt,
+                                    c.semantic_similarity or 0.0, frozenset())]
+            for c in candidates if _dense_only(c) and c.citation}
+
+
+def channel_ready(conn: Any, requested: bool) -> tuple[str, str]:
+    """(state, reason) of the channel for one request: ``ready`` only where the model is
+    loaded, the store's vectors were built with it, and the request did not turn it off."""
+    model = model_status()
+    if not model.available:
+        return "disabled", model.reason
+    if not requested:
+        return "disabled", "turned off by the request (semantic.enabled=false); retrieval is lexical only"
+    if not dense.vectors_ready(conn):
+        return "disabled", "the vectors projection is not built with this model yet; run `memoree reindex`"
+    return "ready", "local static embeddings fused with the lexical channel"
