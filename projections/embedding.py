@@ -68,25 +68,47 @@ class Model:
 
     def embed(self, texts: list[str]) -> Any:
         """One unit vector per text (all zeros for a text with no tokens), float32 ``(n, 256)``."""
-        np = self.np
-        out = np.zeros((len(texts), self.table.shape[1]), dtype=np.float32)
+        return self._normalized([self._token_sum(ids) for ids in self._tokenize(texts)])
+
+    def embed_documents(self, documents: list[tuple[str, list[str]]]) -> Any:
+        """For each (title, passages): the title's unit vector, then each passage's read under
+        the title (the title's token rows added to the passage's), all tokenized in one batch
+        with each title tokenized once. Rows in order, float32 ``(titles + passages, 256)``."""
+        texts = [text for title, passages in documents for text in (title, *passages)]
+        sums = [self._token_sum(ids) for ids in self._tokenize(texts)]
+        rows, position = [], 0
+        for _, passages in documents:
+            title_sum = sums[position]
+            rows.append(title_sum)
+            rows += [title_sum + sums[position + 1 + i] for i in range(len(passages))]
+            position += 1 + len(passages)
+        return self._normalized(rows)
+
+    def _tokenize(self, texts: list[str]) -> list[list[int]]:
         if not texts:
-            return out
-        encoded = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-        lists = [item.ids[:MAX_TOKENS] for item in encoded]
-        rows = [row for row, ids in enumerate(lists) if ids]
-        if not rows:
-            return out
-        tokens = np.fromiter((t for row in rows for t in lists[row]), dtype=np.int64)
+            return []
+        return [item.ids[:MAX_TOKENS] for item in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def _token_sum(self, ids: list[int]) -> Any:
+        # Each text's rows are summed on their own, row after row: a vector never depends on
+        # which other texts shared its batch, so a replay in bulk rebuilds what one write stored.
+        np = self.np
+        if not ids:
+            return np.zeros(self.table.shape[1], dtype=np.float32)
+        tokens = np.asarray(ids, dtype=np.int64)
         np.clip(tokens, 0, self.table.shape[0] - 1, out=tokens)
-        starts = np.cumsum([0] + [len(lists[row]) for row in rows[:-1]])
-        # reduceat sums each text's rows in order, on its own: a vector never depends on which
-        # other texts shared its batch, so a replay in bulk rebuilds what one write stored.
-        sums = np.add.reduceat(self.table[tokens], starts, axis=0)
-        norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
+        return self.table[tokens].sum(axis=0)
+
+    def _normalized(self, sums: list[Any]) -> Any:
+        np = self.np
+        if not sums:
+            return np.zeros((0, self.table.shape[1]), dtype=np.float32)
+        block = np.stack(sums)
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block))
         good = norms > 0
-        out[np.asarray(rows)[good]] = sums[good] / norms[good, None]
-        return out
+        block[good] /= norms[good, None]
+        block[~good] = 0.0
+        return block
 
 
 def quantize(np: Any, vectors: Any) -> list[bytes]:

@@ -34,7 +34,8 @@ PASSAGE_BYTES = 512
 # 256 KiB of text are covered; lexical search still covers all of it).
 MAX_PASSAGES = 512
 BULK_BATCH = 512
-MODEL_VERSION = 1
+# 2: a passage is its own tokens plus its title's (was: the text "title\npassage" tokenized).
+MODEL_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS artifact_vectors (
@@ -118,7 +119,8 @@ class VectorsProjector:
         self.model = load_model()
         self.version = MODEL_VERSION if self.model is not None else 0
         self.bulk = False
-        self.pending_artifacts: list[tuple[int, int, str, str, int | None, int | None, str]] = []
+        self.pending_artifacts: list[tuple[int, str, str, str, list[tuple[int, int]], list[str]]] = []
+        self.pending_rows = 0
         self.pending_claims: list[tuple[int, str, str]] = []
 
     def begin_bulk(self, conn: Any) -> None:
@@ -144,13 +146,11 @@ class VectorsProjector:
             "SELECT doc_id, artifact_id, title, body FROM artifact_search_text WHERE revision_id = ?",
             (revision_id,)).fetchone()
         data = body.encode("utf-8")
-        first = doc_id << CHUNK_ID_BITS
-        rows = [(first, doc_id, revision_id, artifact_id, None, None, title)]
-        for ordinal, (start, end) in enumerate(passage_spans(data)[:MAX_PASSAGES], start=1):
-            text = f"{title}\n{data[start:end].decode('utf-8')}"
-            rows.append((first + ordinal, doc_id, revision_id, artifact_id, start, end, text))
-        self.pending_artifacts.extend(rows)
-        if not self.bulk or len(self.pending_artifacts) >= BULK_BATCH:
+        spans = passage_spans(data)[:MAX_PASSAGES]
+        passages = [data[start:end].decode("utf-8") for start, end in spans]
+        self.pending_artifacts.append((doc_id, revision_id, artifact_id, title, spans, passages))
+        self.pending_rows += 1 + len(spans)
+        if not self.bulk or self.pending_rows >= BULK_BATCH:
             self._flush(conn)
 
     def _claim_revision(self, conn: Any, revision_id: str) -> None:
@@ -165,17 +165,22 @@ class VectorsProjector:
             return
         np = self.model.np
         if self.pending_artifacts:
-            rows, self.pending_artifacts = self.pending_artifacts, []
-            blobs = quantize(np, self.model.embed([row[-1] for row in rows]))
+            revisions, self.pending_artifacts, self.pending_rows = self.pending_artifacts, [], 0
+            blobs = iter(quantize(np, self.model.embed_documents([(r[3], r[5]) for r in revisions])))
+            rows = []
+            for doc_id, revision_id, artifact_id, _, spans, _ in revisions:
+                first = doc_id << CHUNK_ID_BITS
+                rows.append((first, doc_id, revision_id, artifact_id, None, None, next(blobs)))
+                rows += [(first + ordinal, doc_id, revision_id, artifact_id, start, end, next(blobs))
+                         for ordinal, (start, end) in enumerate(spans, start=1)]
             conn.executemany(
                 "INSERT INTO artifact_vectors (vec_id, doc_id, revision_id, artifact_id, start_byte, "
-                "end_byte, vector) VALUES (?,?,?,?,?,?,?)",
-                [(*row[:-1], blob) for row, blob in zip(rows, blobs)])
+                "end_byte, vector) VALUES (?,?,?,?,?,?,?)", rows)
         if self.pending_claims:
-            rows_c, self.pending_claims = self.pending_claims, []
-            blobs = quantize(np, self.model.embed([row[-1] for row in rows_c]))
+            claims, self.pending_claims = self.pending_claims, []
+            blobs = quantize(np, self.model.embed([row[-1] for row in claims]))
             conn.executemany("INSERT INTO claim_vectors (doc_id, revision_id, vector) VALUES (?,?,?)",
-                             [(doc_id, rev, blob) for (doc_id, rev, _), blob in zip(rows_c, blobs)])
+                             [(doc_id, rev, blob) for (doc_id, rev, _), blob in zip(claims, blobs)])
 
     def _erase(self, conn: Any, artifact_id: str) -> None:
         """Purge: the artifact's passage vectors go (title vectors stay, as titles stay in the log)."""

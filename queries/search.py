@@ -83,6 +83,7 @@ BASE_RETRIEVAL_MODE = (
 
 MAX_CANDIDATE_PARTITION = 16
 CANDIDATES_PER_LIMIT_SLOT = 8
+DENSE_PER_LIMIT_SLOT = 3
 
 
 REFINE_HINT = ("More matches exist than the limit of {limit}. Refine the query or explicitly raise "
@@ -292,6 +293,7 @@ class TableRun:
     idf: list[float]
     corrections: dict[int, list[str]]
     filters: Any = None
+    matches: UnitMatches | None = None
 
 
 def table_candidates(scope: ReadScope, analysis: AnalyzedQuery, table: Table, horizon: Horizon,
@@ -323,7 +325,7 @@ def table_candidates(scope: ReadScope, analysis: AnalyzedQuery, table: Table, ho
                 (t.index, " OR ".join(fts_phrase(x.term) for x in t.corrections))
                 for t in typos if c.doc_id in t.docs]
     corrections = {t.index: [x.term for x in t.corrections] for t in typos}
-    return TableRun(candidates, fuzzy_idf, corrections, filters)
+    return TableRun(candidates, fuzzy_idf, corrections, filters, matches)
 
 
 def run_search(
@@ -358,7 +360,8 @@ def run_search(
                                             candidate_limit) for t in tables}
     channel = semantic_status(scope.head, scope.conn, requested=semantic)
     if channel.state == "ready":
-        _run_dense(scope, query, analysis, runs, horizon, include_historical, candidate_limit)
+        _run_dense(scope, query, analysis, runs, horizon, include_historical,
+                   (limit + 1) * DENSE_PER_LIMIT_SLOT, leads=with_candidates or not qualified_only)
     pool = [c for run in runs.values() for c in run.candidates]
     ranked = apply_recency(fuse(pool, WITH_SEMANTIC if channel.state == "ready" else CHANNELS),
                            recency, scope.now)
@@ -391,18 +394,21 @@ def run_search(
 
 
 def _run_dense(scope: ReadScope, query: str, analysis: AnalyzedQuery, runs: dict[str, TableRun],
-               horizon: str, include_historical: bool, candidate_limit: int) -> None:
+               horizon: str, include_historical: bool, wanted: int, leads: bool) -> None:
     """The dense channel, for the tables whose words did not already answer every unit."""
-    wanted = [DenseTable(TABLES[name], run.filters, run.candidates) for name, run in runs.items()
-              if not fully_covered(run.candidates)]
-    if not wanted:
+    tables = {name: DenseTable(TABLES[name], run.filters, run.candidates, run.matches)
+              for name, run in runs.items()}
+    wanted_tables = [t for t in tables.values() if not fully_covered(t.pool)]
+    if not wanted_tables:
         return
     query_vector = dense.embed_query(query)
     if query_vector is None:
         return
-    claim_filters = (runs["claim"].filters if "claim" in runs else
-                     TABLES["claim"].filters(scope.ambient, scope.pins, scope.now, horizon, include_historical))
-    add_dense_candidates(scope, query, analysis, query_vector, wanted, claim_filters, candidate_limit)
+    claims = tables.get("claim") or DenseTable(
+        TABLES["claim"], TABLES["claim"].filters(scope.ambient, scope.pins, scope.now, horizon,
+                                                 include_historical), [])
+    add_dense_candidates(scope.conn, dense.snapshot(scope.conn), query, analysis, query_vector,
+                         wanted_tables, claims, wanted, leads)
 
 
 def _shared_idf(runs: dict[str, TableRun], analysis: AnalyzedQuery) -> list[float]:
@@ -526,7 +532,7 @@ def semantic_status(head: int, conn: Any = None, *, requested: bool = True) -> S
     state, reason = channel_ready(conn, requested) if conn is not None else ("disabled", model.reason)
     ready = state == "ready"
     eligible = dense.eligible_revisions(conn) if ready else 0
-    indexed = sum(dense.index_stats(conn)) if ready else 0
+    indexed = sum(dense.index_stats(dense.snapshot(conn))) if ready else 0
     return SemanticChannel(
         state=state, policy_version=SEMANTIC_POLICY_VERSION,
         model_id=model.model_id if model.available else None,

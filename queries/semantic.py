@@ -17,6 +17,7 @@ the store's vectors were built with the loaded model (``semantic_status``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from memoree.projections.chunker import CHUNKER_VERSION, span_citation
@@ -24,21 +25,34 @@ from memoree.projections.embedding import model_status
 
 from . import dense
 from .analysis import AnalyzedQuery
-from .candidates import TABLES, Candidate, Filters, Table, docs_matching, qualify, visible_rows
+from .candidates import (
+    TABLES,
+    Candidate,
+    Filters,
+    Table,
+    UnitMatches,
+    docs_matching,
+    qualify,
+    unit_membership,
+    visible_rows,
+)
 from .passages import Passage, chunk_bytes
 
 __all__ = ["DenseTable", "add_dense_candidates", "cite_dense_only", "dense_passages", "fully_covered"]
 
 CLAIM_POOL_FLOOR = 16
+FIRST_ASK_FACTOR = 2
 
 
+@dataclass
 class DenseTable:
-    """One table the channel may add to: its filters and the candidates found so far."""
+    """One table the channel may add to: its filters, the candidates found so far and (when the
+    lexical side computed them) its per-unit match lists."""
 
-    def __init__(self, table: Table, filters: Filters, pool: list[Candidate]) -> None:
-        self.table = table
-        self.filters = filters
-        self.pool = pool
+    table: Table
+    filters: Filters
+    pool: list[Candidate]
+    matches: UnitMatches | None = None
 
 
 def fully_covered(candidates: Sequence[Candidate]) -> bool:
@@ -46,42 +60,54 @@ def fully_covered(candidates: Sequence[Candidate]) -> bool:
     return any(c.lexical_qualified and c.lexical_coverage == 1.0 for c in candidates)
 
 
-def _membership(conn: Any, table: Table, analysis: AnalyzedQuery, fresh: Sequence[Candidate]) -> None:
-    """Lexical units of candidates only the channel found (one bounded lookup per unit)."""
+def _membership(conn: Any, table: Table, analysis: AnalyzedQuery, matches: UnitMatches | None,
+                fresh: Sequence[Candidate]) -> None:
+    """Lexical units of candidates only the channel found: from the table's match lists where
+    the lexical side read them, else one bounded lookup per unit."""
     if not fresh:
         return
-    doc_ids = [c.doc_id for c in fresh]
-    found = [docs_matching(conn, table.word_index, f"{{{table.text_columns}}} : ({unit.fts_expression})",
-                           doc_ids) for unit in analysis.units]
+    if matches is not None:
+        found = unit_membership(conn, table, analysis, matches, fresh)
+    else:
+        doc_ids = [c.doc_id for c in fresh]
+        found = [docs_matching(conn, table.word_index, f"{{{table.text_columns}}} : ({unit.fts_expression})",
+                               doc_ids) for unit in analysis.units]
     for c in fresh:
         qualify(c, analysis, [c.doc_id in ids for ids in found])
 
 
-def _nearest_visible(conn: Any, table: Table, filters: Filters, analysis: AnalyzedQuery,
+def _nearest_visible(conn: Any, index: Any, target: DenseTable, analysis: AnalyzedQuery,
                      query_vector: Any, known: dict[tuple[str, str], Candidate],
                      wanted: int) -> list[tuple[Candidate, dense.DenseHit]]:
     """The ``wanted`` nearest documents the filters let this request see, nearest first; a
     document already a candidate is returned as that candidate."""
-    hits = dense.dense_hits(conn, table.entity_type, query_vector, wanted * dense.VISIBILITY_SLICES)
-    by_doc = {hit.doc_id: hit for hit in hits}
-    found = visible_rows(conn, table, filters, list(by_doc), wanted)
+    asked = wanted * FIRST_ASK_FACTOR
+    while True:
+        hits = dense.dense_hits(index, target.table.entity_type, query_vector, asked)
+        by_doc = {hit.doc_id: hit for hit in hits}
+        found = visible_rows(conn, target.table, target.filters, list(by_doc), wanted)
+        # Most near documents are usually visible; ask for more only when too few were.
+        if len(found) >= wanted or len(hits) < asked or asked >= wanted * dense.VISIBILITY_SLICES:
+            break
+        asked *= 2
     chosen = [(known.get(c.key, c), by_doc[c.doc_id]) for c in found]
-    _membership(conn, table, analysis, [c for c, _ in chosen if c.key not in known])
+    _membership(conn, target.table, analysis, target.matches, [c for c, _ in chosen if c.key not in known])
     return chosen
 
 
-def add_dense_candidates(scope: Any, query: str, analysis: AnalyzedQuery, query_vector: Any,
-                         tables: Sequence[DenseTable], claim_filters: Filters, wanted: int) -> None:
+def add_dense_candidates(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, query_vector: Any,
+                         tables: Sequence[DenseTable], claims_table: DenseTable, wanted: int,
+                         leads: bool = True) -> None:
     """Add the nearest visible items by meaning to each table's pool and decide which qualify.
 
     Claims are always scored (even for an artifacts-only search): an artifact qualifies by
-    meaning only as the evidence of a claim that did.
+    meaning only as the evidence of a claim that did. Without ``leads`` (a search that keeps
+    qualified hits only) artifacts are scanned only when some claim vouches for its evidence.
     """
-    conn = scope.conn
     by_type = {t.table.entity_type: t for t in tables}
     claim_pool = by_type["claim"].pool if "claim" in by_type else []
     known = {c.key: c for t in tables for c in t.pool}
-    claims = _nearest_visible(conn, TABLES["claim"], claim_filters, analysis, query_vector, known,
+    claims = _nearest_visible(conn, index, claims_table, analysis, query_vector, known,
                               max(wanted, CLAIM_POOL_FLOOR))
     similarities = [hit.similarity for _, hit in claims]
     accepted = [dense.claim_accepted(similarities, i)
@@ -91,10 +117,9 @@ def add_dense_candidates(scope: Any, query: str, analysis: AnalyzedQuery, query_
     vouched = {ref.get("artifact_id") for (c, _), ok in zip(claims, accepted) if ok for ref in c.evidence}
     if "claim" in by_type:
         _mark(claim_pool, known, [(c, hit, ok) for (c, hit), ok in zip(claims, accepted)][:wanted])
-    if "artifact" in by_type:
+    if "artifact" in by_type and (leads or vouched):
         target = by_type["artifact"]
-        artifacts = _nearest_visible(conn, target.table, target.filters, analysis, query_vector, known,
-                                     wanted)
+        artifacts = _nearest_visible(conn, index, target, analysis, query_vector, known, wanted)
         _mark(target.pool, known, [(c, hit, c.entity_id in vouched) for c, hit in artifacts])
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memoree.projections import embedding
-from memoree.projections.vectors import PASSAGE_BYTES, passage_spans
+from memoree.projections.vectors import MODEL_VERSION, PASSAGE_BYTES, passage_spans
 from memoree.service.service import Service
 from tests.conftest import Caller
 
@@ -98,7 +98,7 @@ class TestProjection:
         try:
             conn = service.engine.conn
             assert conn.execute("SELECT count(*) FROM claim_vectors").fetchone()[0] == 1
-            assert conn.execute("SELECT version FROM projector_checkpoints WHERE name = 'vectors'").fetchone()[0] == 1
+            assert conn.execute("SELECT version FROM projector_checkpoints WHERE name = 'vectors'").fetchone()[0] == MODEL_VERSION
         finally:
             service.close()
 
