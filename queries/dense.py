@@ -62,6 +62,7 @@ class _Rows:
     ends: Any = None
     vectors: Any = None
     bits: Any = None
+    documents: int = 0  # artifacts: title rows (one per revision); claims: rows
 
     def append(self, np: Any, rows: list[tuple[Any, ...]], has_spans: bool) -> None:
         if not rows:
@@ -80,6 +81,7 @@ class _Rows:
         self.vectors[n:end] = block
         self.bits[:, n:end] = np.packbits(block > 0, axis=1).view(np.uint64).T
         self.count, self.top_id = end, int(rows[-1][0])
+        self.documents += sum(1 for r in rows if r[2] is None) if has_spans else len(rows)
 
     def _grow(self, np: Any, capacity: int) -> None:
         def grown(old: Any, shape: tuple[int, ...], dtype: Any, columns: bool = False) -> Any:
@@ -125,13 +127,16 @@ def vectors_ready(conn: Any) -> bool:
 
 def _current_index(conn: Any, np: Any) -> _Index:
     """The in-memory vectors of this store, brought up to what ``conn`` sees."""
-    generation = conn.execute(
-        "SELECT coalesce((SELECT value FROM vector_state WHERE key = 'generation'), 0)").fetchone()[0]
-    version = conn.execute("SELECT version FROM projector_checkpoints WHERE name = 'vectors'").fetchone()[0]
+    generation, version, top = conn.execute(
+        "SELECT coalesce((SELECT value FROM vector_state WHERE key = 'generation'), 0), "
+        "(SELECT version FROM projector_checkpoints WHERE name = 'vectors'), "
+        "(SELECT coalesce(max(vec_id), -1) FROM artifact_vectors)").fetchone()
     name = _database_name(conn)
     with _LOCK:
         index = _INDEXES.get(name)
-        if index is None or index.key != (generation, version):
+        # A rebuild that replaced the tables with fewer rows (a reindex after a purge) shows as
+        # rows we hold beyond the table's end: start over from the table.
+        if index is None or index.key != (generation, version) or top < index.artifacts.top_id:
             index = _INDEXES[name] = _Index(key=(generation, version))
         index.artifacts.append(np, conn.execute(
             "SELECT vec_id, doc_id, start_byte, end_byte, vector FROM artifact_vectors "
@@ -139,12 +144,6 @@ def _current_index(conn: Any, np: Any) -> _Index:
         index.claims.append(np, conn.execute(
             "SELECT doc_id, doc_id, vector FROM claim_vectors WHERE doc_id > ? ORDER BY doc_id",
             (index.claims.top_id,)).fetchall(), False)
-        # A rebuild that replaced the tables with fewer rows (a reindex after a purge) shows as
-        # rows we hold beyond the table's end: start over from the table.
-        top = conn.execute("SELECT coalesce(max(vec_id), -1) FROM artifact_vectors").fetchone()[0]
-        if top < index.artifacts.top_id:
-            _INDEXES.pop(name, None)
-            return _current_index(conn, np)
         return index
 
 
@@ -156,9 +155,7 @@ def snapshot(conn: Any) -> _Index:
 def index_stats(index: _Index) -> tuple[int, int]:
     """(indexed artifact revisions, indexed claim revisions): from the in-memory copy, whose
     artifact rows hold one title row per revision."""
-    rows = index.artifacts
-    titles = int((rows.starts[:rows.count] < 0).sum()) if rows.count else 0
-    return titles, index.claims.count
+    return index.artifacts.documents, index.claims.count
 
 
 def eligible_revisions(conn: Any) -> int:

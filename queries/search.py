@@ -83,7 +83,7 @@ BASE_RETRIEVAL_MODE = (
 
 MAX_CANDIDATE_PARTITION = 16
 CANDIDATES_PER_LIMIT_SLOT = 8
-DENSE_PER_LIMIT_SLOT = 3
+DENSE_PER_LIMIT_SLOT = 2
 
 
 REFINE_HINT = ("More matches exist than the limit of {limit}. Refine the query or explicitly raise "
@@ -358,12 +358,14 @@ def run_search(
     candidate_limit = (limit + 1) * CANDIDATES_PER_LIMIT_SLOT
     runs = {t.entity_type: table_candidates(scope, analysis, t, scoped, include_historical,
                                             candidate_limit) for t in tables}
-    channel = semantic_status(scope.head, scope.conn, requested=semantic)
-    if channel.state == "ready":
-        _run_dense(scope, query, analysis, runs, horizon, include_historical,
+    ready = semantic and channel_ready(scope.conn, semantic)[0] == "ready"
+    index = dense.snapshot(scope.conn) if ready else None
+    channel = semantic_status(scope.head, scope.conn, requested=semantic, index=index)
+    if index is not None:
+        _run_dense(scope, index, query, analysis, runs, horizon, include_historical,
                    (limit + 1) * DENSE_PER_LIMIT_SLOT, leads=with_candidates or not qualified_only)
     pool = [c for run in runs.values() for c in run.candidates]
-    ranked = apply_recency(fuse(pool, WITH_SEMANTIC if channel.state == "ready" else CHANNELS),
+    ranked = apply_recency(fuse(pool, WITH_SEMANTIC if index is not None else CHANNELS),
                            recency, scope.now)
     unqualified = [c for c in ranked if not c.qualified]
     partition, partition_truncated = _candidate_partition(unqualified)
@@ -393,7 +395,7 @@ def run_search(
     )
 
 
-def _run_dense(scope: ReadScope, query: str, analysis: AnalyzedQuery, runs: dict[str, TableRun],
+def _run_dense(scope: ReadScope, index: Any, query: str, analysis: AnalyzedQuery, runs: dict[str, TableRun],
                horizon: str, include_historical: bool, wanted: int, leads: bool) -> None:
     """The dense channel, for the tables whose words did not already answer every unit."""
     tables = {name: DenseTable(TABLES[name], run.filters, run.candidates, run.matches)
@@ -407,7 +409,7 @@ def _run_dense(scope: ReadScope, query: str, analysis: AnalyzedQuery, runs: dict
     claims = tables.get("claim") or DenseTable(
         TABLES["claim"], TABLES["claim"].filters(scope.ambient, scope.pins, scope.now, horizon,
                                                  include_historical), [])
-    add_dense_candidates(scope.conn, dense.snapshot(scope.conn), query, analysis, query_vector,
+    add_dense_candidates(scope.conn, index, query, analysis, query_vector,
                          wanted_tables, claims, wanted, leads)
 
 
@@ -526,13 +528,15 @@ def retrieval_mode(recency: bool, semantic: bool = False) -> str:
             + (f"+{RECENCY_POLICY_VERSION}" if recency else ""))
 
 
-def semantic_status(head: int, conn: Any = None, *, requested: bool = True) -> SemanticChannel:
-    """The dense channel's state for one request (``conn``: the store; without it, disabled)."""
+def semantic_status(head: int, conn: Any = None, *, requested: bool = True,
+                    index: Any = None) -> SemanticChannel:
+    """The dense channel's state for one request (``conn``: the store; without it, disabled;
+    ``index``: the in-memory vectors this request reads, when it already holds them)."""
     model = embedding_status()
     state, reason = channel_ready(conn, requested) if conn is not None else ("disabled", model.reason)
     ready = state == "ready"
     eligible = dense.eligible_revisions(conn) if ready else 0
-    indexed = sum(dense.index_stats(dense.snapshot(conn))) if ready else 0
+    indexed = sum(dense.index_stats(index or dense.snapshot(conn))) if ready else 0
     return SemanticChannel(
         state=state, policy_version=SEMANTIC_POLICY_VERSION,
         model_id=model.model_id if model.available else None,

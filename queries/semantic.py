@@ -81,11 +81,15 @@ def _nearest_visible(conn: Any, index: Any, target: DenseTable, analysis: Analyz
                      wanted: int) -> list[tuple[Candidate, dense.DenseHit]]:
     """The ``wanted`` nearest documents the filters let this request see, nearest first; a
     document already a candidate is returned as that candidate."""
+    # Documents already in the pool passed the filters; only the others need the owner join.
+    pooled = {c.doc_id: c for c in target.pool}
     asked = wanted * FIRST_ASK_FACTOR
     while True:
         hits = dense.dense_hits(index, target.table.entity_type, query_vector, asked)
         by_doc = {hit.doc_id: hit for hit in hits}
-        found = visible_rows(conn, target.table, target.filters, list(by_doc), wanted)
+        joined = {c.doc_id: c for c in visible_rows(conn, target.table, target.filters,
+                                                     [d for d in by_doc if d not in pooled], wanted)}
+        found = [pooled.get(d) or joined[d] for d in by_doc if d in pooled or d in joined][:wanted]
         # Most near documents are usually visible; ask for more only when too few were.
         if len(found) >= wanted or len(hits) < asked or asked >= wanted * dense.VISIBILITY_SLICES:
             break
