@@ -14,7 +14,8 @@ same register close together (calibrated on the Memoree v2 paraphrase and honest
 * a claim qualifies when it is the single clear nearest claim (similarity at least
   ``CLAIM_ACCEPT_COSINE`` and ahead of the next visible claim by ``CLAIM_ACCEPT_MARGIN``), or
   when it is nearly a restatement of the query (``CLAIM_STRONG_COSINE``);
-* an artifact qualifies by meaning only as the cited evidence of a claim that qualified so.
+* an artifact qualifies by meaning only as the cited evidence of a near claim that qualifies
+  (by meaning, or by its words), while itself at least ``MIN_CANDIDATE_COSINE`` near the query.
   An artifact that is merely near is a lead (an unqualified candidate), never an answer.
 
 Vectors are read from SQLite once per process and kept in memory (int8 rows plus their sign
@@ -174,6 +175,21 @@ class DenseHit:
     similarity: float
     span: tuple[int, int] | None
     vector: Any = None
+
+
+def document_hit(index: _Index, entity_type: str, doc_id: int, query_vector: Any) -> DenseHit | None:
+    """One document's nearest row to the query (whatever its rank), or ``None`` if unindexed."""
+    np = load_model().np
+    rows = index.artifacts if entity_type == "artifact" else index.claims
+    positions = np.flatnonzero(rows.doc_ids[:rows.count] == doc_id)
+    if len(positions) == 0:
+        return None
+    scores = _dot(np, rows.vectors[positions], query_vector)
+    best = int(np.argmax(scores))
+    position = positions[best]
+    start, end = int(rows.starts[position]), int(rows.ends[position])
+    return DenseHit(doc_id, round(float(scores[best]), 6), (start, end) if start >= 0 else None,
+                    rows.vectors[position])
 
 
 def _dot(np: Any, vectors: Any, query: Any) -> Any:

@@ -406,11 +406,13 @@ def _run_dense(scope: ReadScope, index: Any, query: str, analysis: AnalyzedQuery
     query_vector = dense.embed_query(query)
     if query_vector is None:
         return
-    claims = tables.get("claim") or DenseTable(
-        TABLES["claim"], TABLES["claim"].filters(scope.ambient, scope.pins, scope.now, horizon,
-                                                 include_historical), [])
-    add_dense_candidates(scope.conn, index, query, analysis, query_vector,
-                         wanted_tables, claims, wanted, leads)
+    def table(name: str) -> DenseTable:
+        return tables.get(name) or DenseTable(
+            TABLES[name], TABLES[name].filters(scope.ambient, scope.pins, scope.now, horizon,
+                                               include_historical), [])
+
+    add_dense_candidates(scope.conn, index, query, analysis, query_vector, wanted_tables,
+                         table("claim"), table("artifact"), wanted, leads)
 
 
 def _shared_idf(runs: dict[str, TableRun], analysis: AnalyzedQuery) -> list[float]:

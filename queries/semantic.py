@@ -100,12 +100,15 @@ def _nearest_visible(conn: Any, index: Any, target: DenseTable, analysis: Analyz
 
 
 def add_dense_candidates(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, query_vector: Any,
-                         tables: Sequence[DenseTable], claims_table: DenseTable, wanted: int,
-                         leads: bool = True) -> None:
+                         tables: Sequence[DenseTable], claims_table: DenseTable,
+                         sources_table: DenseTable, wanted: int, leads: bool = True) -> None:
     """Add the nearest visible items by meaning to each table's pool and decide which qualify.
 
-    Claims are always scored (even for an artifacts-only search): an artifact qualifies by
-    meaning only as the evidence of a claim that did. Without ``leads`` (a search that keeps
+    A near claim (at least ``CLAIM_ACCEPT_COSINE``) also qualifies when a source it cites, visible
+    here, qualifies by its words: the two channels agree on it. Claims are always scored (even
+    for an artifacts-only search): an artifact qualifies by
+    meaning only as the cited evidence of a near claim that qualifies (by meaning or by words),
+    and only while it is itself near the query (at least the candidate floor). Without ``leads`` (a search that keeps
     qualified hits only) artifacts are scanned only when some claim vouches for its evidence.
     """
     by_type = {t.table.entity_type: t for t in tables}
@@ -118,13 +121,95 @@ def add_dense_candidates(conn: Any, index: Any, query: str, analysis: AnalyzedQu
                 and dense.unmatched_similarity(query, c.matched_free + c.matched_phrases, hit)
                 >= dense.UNMATCHED_MIN_COSINE
                 for i, (c, hit) in enumerate(claims)]
-    vouched = {ref.get("artifact_id") for (c, _), ok in zip(claims, accepted) if ok for ref in c.evidence}
+    sourced = _cites_an_answering_source(conn, analysis, sources_table,
+                                         [c for (c, hit), ok in zip(claims, accepted)
+                                          if not ok and not c.qualified
+                                          and hit.similarity >= dense.CLAIM_ACCEPT_COSINE])
+    accepted = [ok or c.key in sourced for (c, _), ok in zip(claims, accepted)]
+    # A near claim that qualifies, by meaning or by its words, vouches for the sources it cites.
+    evidence = [ref for (c, _), ok in zip(claims, accepted)
+                if ok or c.lexical_qualified or c.trigram_qualified for ref in c.evidence]
+    vouched = {ref.get("artifact_id") for ref in evidence}
     if "claim" in by_type:
         _mark(claim_pool, known, [(c, hit, ok) for (c, hit), ok in zip(claims, accepted)][:wanted])
-    if "artifact" in by_type and (leads or vouched):
-        target = by_type["artifact"]
+    target = by_type.get("artifact")
+    first_by_words = _first_by_words(target.pool) if target else None
+    if target and (leads or vouched or first_by_words is not None):
         artifacts = _nearest_visible(conn, index, target, analysis, query_vector, known, wanted)
-        _mark(target.pool, known, [(c, hit, c.entity_id in vouched) for c, hit in artifacts])
+        agreed = _agreed_artifact(query, artifacts, first_by_words)
+        near = {c.entity_id for c, _ in artifacts}
+        artifacts += _evidence_sources(conn, index, target, analysis, query_vector, known,
+                                       [ref for ref in evidence if ref.get("artifact_id") not in near])
+        _mark(target.pool, known, [(c, hit, c.entity_id in vouched or c is agreed) for c, hit in artifacts])
+
+
+def _first_by_words(pool: Sequence[Candidate]) -> Candidate | None:
+    """The lexical channel's first artifact (best lexical score, then newest)."""
+    lexical = [c for c in pool if c.lexical_candidate and c.lexical_score > 0]
+    return min(lexical, key=lambda c: (-c.lexical_score, -c.commit_seq)) if lexical else None
+
+
+def _agreed_artifact(query: str, artifacts: Sequence[tuple[Candidate, dense.DenseHit]],
+                     first_by_words: Candidate | None) -> Candidate | None:
+    """The artifact both channels put first: the lexical channel's first artifact when it is
+    also the clear nearest visible artifact by meaning (the claims' acceptance rule, applied to
+    artifacts) and near in the words it does not share with the query."""
+    if first_by_words is None or not artifacts or artifacts[0][0] is not first_by_words:
+        return None
+    candidate, hit = artifacts[0]
+    if not dense.claim_accepted([h.similarity for _, h in artifacts], 0):
+        return None
+    unshared = dense.unmatched_similarity(query, candidate.matched_free + candidate.matched_phrases, hit)
+    return candidate if unshared >= dense.UNMATCHED_MIN_COSINE else None
+
+
+def _cites_an_answering_source(conn: Any, analysis: AnalyzedQuery, sources: DenseTable,
+                               claims: Sequence[Candidate]) -> set[tuple[str, str]]:
+    """Keys of ``claims`` citing a source revision that this request sees and that matches the
+    query's words well enough to qualify lexically."""
+    cited = {c.key: {ref["revision_id"] for ref in c.evidence if ref.get("revision_id")} for c in claims}
+    revisions = sorted(set().union(*cited.values())) if cited else []
+    if not revisions:
+        return set()
+    marks = ",".join("?" * len(revisions))
+    doc_of = dict(conn.execute(f"SELECT revision_id, doc_id FROM artifact_search_text "
+                               f"WHERE revision_id IN ({marks})", tuple(revisions)).fetchall())
+    pooled = {c.doc_id: c for c in sources.pool}
+    fresh = [c for c in visible_rows(conn, sources.table, sources.filters,
+                                     [d for d in doc_of.values() if d not in pooled], len(doc_of))]
+    _membership(conn, sources.table, analysis, sources.matches, fresh)
+    answering = {c.revision_id for c in [*pooled.values(), *fresh]
+                 if c.doc_id in doc_of.values() and (c.lexical_qualified or c.trigram_qualified)}
+    return {key for key, revs in cited.items() if revs & answering}
+
+
+def _evidence_sources(conn: Any, index: Any, target: DenseTable, analysis: AnalyzedQuery,
+                      query_vector: Any, known: dict[tuple[str, str], Candidate],
+                      refs: Sequence[dict[str, Any]]) -> list[tuple[Candidate, dense.DenseHit]]:
+    """The sources a qualified claim cites that were not among the near documents: each cited
+    revision (and its artifact's current one) the filters let this request see, scored by its
+    own nearest row and citing the claim's quoted span where it has one."""
+    if not refs:
+        return []
+    artifact_ids = sorted({ref["artifact_id"] for ref in refs if ref.get("artifact_id")})
+    revisions = sorted({ref["revision_id"] for ref in refs if ref.get("revision_id")})
+    marks_a, marks_r = ",".join("?" * len(artifact_ids)), ",".join("?" * len(revisions)) or "NULL"
+    doc_ids = [row[0] for row in conn.execute(
+        f"SELECT d.doc_id FROM artifact_search_text d JOIN artifacts a ON a.id = d.artifact_id "
+        f"WHERE a.id IN ({marks_a}) AND (d.revision_id = a.current_revision_id "
+        f"OR d.revision_id IN ({marks_r})) ORDER BY d.doc_id DESC", (*artifact_ids, *revisions))]
+    found = visible_rows(conn, target.table, target.filters, doc_ids, len(doc_ids))
+    quoted = {ref["revision_id"]: (ref["start_byte"], ref["end_byte"]) for ref in refs
+              if ref.get("revision_id") and ref.get("start_byte") is not None and ref.get("end_byte") is not None}
+    chosen = []
+    for c in found:
+        hit = dense.document_hit(index, "artifact", c.doc_id, query_vector)
+        if hit is None or hit.similarity < dense.MIN_CANDIDATE_COSINE:
+            continue
+        span = quoted.get(c.revision_id, hit.span)
+        chosen.append((known.get(c.key, c), dense.DenseHit(hit.doc_id, hit.similarity, span, hit.vector)))
+    _membership(conn, target.table, analysis, target.matches, [c for c, _ in chosen if c.key not in known])
+    return chosen
 
 
 def _mark(pool: list[Candidate], known: dict[tuple[str, str], Candidate],
