@@ -25,7 +25,16 @@ from memoree.eventlog.db import features
 from memoree.eventlog.store import RecordedEvent
 
 from .chunker import CHUNKER_VERSION, chunk_spans
-from .fts_vocab import VOCAB_SCHEMA, add_scope_doc, forget_words, index_words, owner_scope_tokens, word_count
+from .fts_vocab import (
+    VOCAB_SCHEMA,
+    add_scope_doc,
+    forget_words,
+    index_words,
+    owner_scope_tokens,
+    remove_scope_words,
+    word_count,
+    words_of,
+)
 from .text import body_index_text
 
 __all__ = ["FTS_INDEXES", "FtsProjector", "fts_schema"]
@@ -216,8 +225,32 @@ class FtsProjector:
         rows = conn.execute("SELECT doc_id, revision_id, title, body, scope FROM artifact_search_text "
                             "WHERE artifact_id = ?", (artifact_id,)).fetchall()
         self._erase_bodies(conn, rows)
-        for _, _, _, body, _ in rows:
-            forget_words(conn, body, lambda word: _still_indexed(conn, word, self.bulk))
+        for doc_id, _, _, body, scope in rows:
+            scopes = scope.split()
+            body_words = word_count(body)
+            conn.execute("UPDATE artifact_search_text SET words = words - ? WHERE doc_id = ?",
+                         (body_words, doc_id))
+            remove_scope_words(conn, "artifact", scopes, body_words)
+            pending = self._pending_words(conn)
+            forget_words(conn, body, scopes, lambda word, within: (
+                word in pending.get(within, set()) or _still_indexed(conn, word, within, self.bulk)))
+
+    def _pending_words(self, conn: Any) -> dict[str | None, set[str]]:
+        """While deferring: the words of the text rows not indexed yet, per scope token and
+        store-wide (None), which a forget must treat as still indexed."""
+        if self.indexed_upto is None:
+            return {}
+        artifacts, claims = self.indexed_upto
+        rows = conn.execute("SELECT title || ' ' || body, scope FROM artifact_search_text WHERE doc_id > ? "
+                            "UNION ALL SELECT statement, scope FROM claim_search_text WHERE doc_id > ?",
+                            (artifacts, claims)).fetchall()
+        found: dict[str | None, set[str]] = {None: set()}
+        for text, scope in rows:
+            words = words_of(text)
+            found[None] |= words
+            for token in scope.split():
+                found.setdefault(token, set()).update(words)
+        return found
 
     def _erase_bodies(self, conn: Any, rows: list[Any]) -> None:
         for doc_id, revision_id, title, body, scope in rows:
@@ -297,15 +330,15 @@ def _owner_scopes(conn: Any, table: str, entity_id: str) -> list[str]:
     return owner_scope_tokens(*row)
 
 
-def _still_indexed(conn: Any, word: str, bulk: bool) -> bool:
-    """Whether any indexed text still holds ``word`` (while replaying, the indexes are built
-    only at the end, so the text rows are asked, conservatively, for the substring)."""
+def _still_indexed(conn: Any, word: str, scope: str | None, bulk: bool) -> bool:
+    """Whether any indexed text (of ``scope``; None: of the store) still holds ``word``.
+
+    While replaying, the indexes are built only at the end, and a purged body was never
+    indexed, so nothing of it is in the vocabulary to forget: replay answers True."""
     if bulk:
-        return any(conn.execute(f"SELECT 1 FROM {table} WHERE instr(lower({columns}), ?) LIMIT 1",
-                                (word,)).fetchone()
-                   for table, columns in (("artifact_search_text", "title || ' ' || body"),
-                                          ("claim_search_text", "statement")))
+        return True
     phrase = '"' + word.replace('"', '""') + '"'
+    confine = "" if scope is None else f'scope : "{scope}" AND '
     return any(conn.execute(f"SELECT 1 FROM {index} WHERE {index} MATCH ? LIMIT 1",
-                            (f"{{{columns}}} : {phrase}",)).fetchone()
+                            (f"{confine}{{{columns}}} : {phrase}",)).fetchone()
                for index, columns in (("artifact_fts", "title body"), ("claim_fts", "statement")))

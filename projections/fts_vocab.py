@@ -28,7 +28,8 @@ from blake3 import blake3
 
 __all__ = [
     "GLOBAL_SCOPE", "MAX_VOCAB_WORD", "MIN_VOCAB_WORD", "VOCAB_SCHEMA", "add_scope_doc",
-    "deletions", "forget_words", "fold", "index_words", "owner_scope_tokens", "scope_token",
+    "deletions", "forget_words", "fold", "index_words", "owner_scope_tokens", "remove_scope_words",
+    "scope_token",
     "word_count", "words_of",
 ]
 
@@ -133,9 +134,21 @@ def _unknown(conn: Any, words: Sequence[str]) -> list[str]:
     return [w for w in words if w not in known]
 
 
-def forget_words(conn: Any, text: str, still_indexed: Any) -> None:
-    """After a purge: drop the purged text's words that ``still_indexed(word)`` says are gone."""
-    gone = [w for w in sorted(words_of(text)) if not still_indexed(w)]
-    conn.executemany("DELETE FROM search_terms WHERE term = ?", [(w,) for w in gone])
+def forget_words(conn: Any, text: str, scopes: Sequence[str], still_indexed: Any) -> None:
+    """After a purge: drop the purged text's words from each of its scopes (and store-wide)
+    where ``still_indexed(word, scope)`` says no indexed text of that scope (None: of the store)
+    holds them any more, so the vocabulary is what a replay of the log would build."""
+    words = sorted(words_of(text))
+    for scope in scopes:
+        conn.executemany("DELETE FROM search_terms WHERE scope = ? AND term = ?",
+                         [(scope, w) for w in words if not still_indexed(w, scope)])
+    gone = [w for w in words if not still_indexed(w, None)]
+    conn.executemany("DELETE FROM search_terms WHERE scope = '' AND term = ?", [(w,) for w in gone])
     conn.executemany("DELETE FROM search_term_deletions WHERE deletion = ? AND term = ?",
                      [(d, w) for w in gone for d in deletions(w)])
+
+
+def remove_scope_words(conn: Any, table: str, scopes: Iterable[str], words: int) -> None:
+    """A purged body's words leave the BM25 lengths of its scopes (and store-wide)."""
+    conn.executemany("UPDATE search_scope_docs SET words = words - ? WHERE tbl = ? AND scope = ?",
+                     [(words, table, scope) for scope in (GLOBAL_SCOPE, *scopes)])

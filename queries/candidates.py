@@ -66,6 +66,7 @@ class Candidate:
     trigram_similarity: float | None = None
     trigram_matched_terms: list[str] = field(default_factory=list)
     typo_units: list[str] = field(default_factory=list)
+    typo_expressions: list[tuple[int, str]] = field(default_factory=list)
     matched_free: list[str] = field(default_factory=list)
     matched_phrases: list[str] = field(default_factory=list)
     lexical_qualified: bool = False

@@ -53,6 +53,7 @@ CONFLICT_HEADING = "\n## Unresolved contradictions\n"
 TRUNCATION_MARKER = "\n> … [excerpt truncated; fetch the exact cited revision]"
 NO_EXCERPT_NOTICE = "No text excerpt is available. Fetch the exact cited artifact revision.\n"
 MAX_QUOTED_TITLE_BYTES = 256
+CONTEXT_SHARE = 0.5
 ELLIPSIS = "…"
 
 
@@ -275,13 +276,29 @@ def evidence_items(run: SearchRun) -> list[_Item]:
             score = scorer.score(hit.excerpt)[0] if scorer else 0.0
             items.append(_Item(score, rank, 0, hit))
             continue
-        passages = [p for p in run.passages.get(hit.revision_id, []) if p.units]
-        if not passages:
+        scored = with_context(run.passages.get(hit.revision_id, []))
+        if not scored:
             items.append(_Item(0.0, rank, 0, hit))  # title-only match: the header alone
-        for order, passage in enumerate(passages):
-            items.append(_Item(passage.score, rank, order, hit, passage))
+        for order, (score, passage) in enumerate(scored):
+            items.append(_Item(score, rank, order, hit, passage))
     items.sort(key=lambda item: (-item.score, item.rank, item.order))
     return items
+
+
+def with_context(passages: list[Passage]) -> list[tuple[float, Passage]]:
+    """Matching passages at their score, and the lines next to a match (the reply to a matching
+    turn, the sentence after a matching one) at ``CONTEXT_SHARE`` of their best neighbour's."""
+    ordered = sorted(passages, key=lambda p: p.start)
+    found: list[tuple[float, Passage]] = []
+    for index, passage in enumerate(ordered):
+        if passage.units:
+            found.append((passage.score, passage))
+            continue
+        neighbours = [ordered[i].score for i in (index - 1, index + 1)
+                      if 0 <= i < len(ordered) and ordered[i].units]
+        if neighbours:
+            found.append((round(CONTEXT_SHARE * max(neighbours), 12), passage))
+    return found
 
 
 def _overlaps(passage: Passage, revision_id: str, shown: list[tuple[str, int, int]]) -> bool:
@@ -291,12 +308,13 @@ def _overlaps(passage: Passage, revision_id: str, shown: list[tuple[str, int, in
 
 def pack(conn: Any, run: SearchRun, budget: int) -> list[_Section]:
     """Choose evidence greedily, best first, while it fits ``budget`` bytes (exactly counted):
-    claims (citations and statement) and artifact passages compete on one score; then, with
-    what is left, claims bring their evidence passage's text (which their artifact's section
-    then no longer repeats)."""
+    claims (citations and statement) and artifact passages compete on one score, and a passage
+    a shown claim cites is not repeated; then, with what is left, claims bring their evidence
+    passage's text (which their artifact's section then no longer shows)."""
     sections: dict[int, _Section] = {}
     order: list[_Section] = []
     blocks: dict[int, tuple[str, list[str]]] = {}
+    cited: list[tuple[str, int, int]] = []
     used = 0
     for item in evidence_items(run):
         hit = item.hit
@@ -317,10 +335,11 @@ def pack(conn: Any, run: SearchRun, budget: int) -> list[_Section]:
             sections[item.rank] = section
             order.append(section)
             used += _size(text)
+            cited += _cited_spans(hit)
             continue
         passage = item.passage
-        if passage is not None and _is_title(passage, hit):
-            continue
+        if passage is not None and (_is_title(passage, hit) or _overlaps(passage, hit.revision_id, cited)):
+            continue  # shown already: as the title, or cited by a shown claim (which may bring its text)
         cost = _size(passage_block(passage)) if passage is not None else 0
         if section is None:
             if _size(artifact_header(hit, [])) + cost > budget - used:
@@ -344,6 +363,12 @@ def pack(conn: Any, run: SearchRun, budget: int) -> list[_Section]:
             used += cost
     _add_evidence_text(conn, order, budget - used)
     return order
+
+
+def _cited_spans(hit: SearchHit) -> list[tuple[str, int, int]]:
+    return [(loc["revision_id"], loc["start_byte"], loc["end_byte"])
+            for loc in hit.provenance.get("evidence") or []
+            if loc.get("start_byte") is not None and loc.get("end_byte") is not None]
 
 
 def _is_title(passage: Passage, hit: SearchHit) -> bool:
@@ -435,7 +460,8 @@ def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResul
         run = run_search(
             scope, query=inp.query, horizon=inp.horizon, reason=inp.reason, limit=inp.limit,
             include_historical=inp.include_historical, min_commit_seq=inp.min_commit_seq,
-            recency=inp.recency.enabled, qualified_only=True, semantic=inp.semantic.enabled,
+            recency=inp.recency.enabled, qualified_only=True, every_passage=True,
+            semantic=inp.semantic.enabled,
         )
         claim_ids = [hit.entity_id for hit in run.hits if hit.entity_type == "claim"]
         conflicts, _ = open_conflicts(scope.conn, claim_ids, scope.ambient, inp.horizon)

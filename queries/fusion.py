@@ -12,6 +12,7 @@ proportional to the fused score and lets a hit rise at most two places past same
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -100,6 +101,7 @@ ARTIFACT_KIND_DECAY = (
 GENERAL_DECAY = ("general", 180, 0.05)
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _instant(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoree.projections.chunker import CHUNKER_VERSION, span_citation
+from memoree.projections.fts_vocab import fold
 from memoree.projections.text import floor_char_boundary
 
 from .analysis import AnalyzedQuery
@@ -35,7 +36,7 @@ B = 0.75
 AVERAGE_PASSAGE_WORDS = 24
 CITATION_SPAN_LABEL = "artifact_citation_span_v1"
 _SENTENCE_END = re.compile(rb"[.!?][ \t]+")
-_WORDS = re.compile(r"\w+")
+_TOKENS = re.compile(r"[^\W_]+")
 
 
 def claim_citation(claim_id: str, revision_id: str) -> str:
@@ -58,35 +59,55 @@ class Passage:
 
 
 class PassageScorer:
-    """BM25 of a short text against the query units, with IDF supplied per unit."""
+    """BM25 of a short text against the query units, with IDF supplied per unit.
+
+    A text is tokenized once (words folded as the word index folds them); one-word units are
+    counted by looking their spellings up, multi-word units by a phrase pattern."""
 
     def __init__(self, analysis: AnalyzedQuery, idf: Sequence[float],
                  corrections: dict[int, list[str]] | None = None) -> None:
         corrections = corrections or {}
-        self.patterns = [_unit_pattern((unit.display,) if unit.phrase
-                                       else (*unit.variants, *corrections.get(index, ())))
-                         for index, unit in enumerate(analysis.units)]
         self.idf = list(idf)
+        self.words: dict[str, int] = {}
+        self.phrases: list[tuple[int, re.Pattern[str]]] = []
+        for index, unit in enumerate(analysis.units):
+            spellings = (unit.display,) if unit.phrase else (*unit.variants, *corrections.get(index, ()))
+            for spelling in spellings:
+                parts = _TOKENS.findall(fold(spelling))
+                if len(parts) == 1:
+                    self.words.setdefault(parts[0], index)
+                elif parts:
+                    self.phrases.append((index, _unit_pattern(tuple(parts))))
 
     def score(self, text: str) -> tuple[float, frozenset[int]]:
-        length = len(_WORDS.findall(text)) or 1
-        norm = K1 * (1 - B + B * length / AVERAGE_PASSAGE_WORDS)
-        total, matched = 0.0, set()
-        for index, pattern in enumerate(self.patterns):
-            tf = len(pattern.findall(text))
-            if tf:
-                matched.add(index)
-                total += self.idf[index] * tf * (K1 + 1) / (tf + norm)
-        return round(total, 12), frozenset(matched)
+        tokens = _TOKENS.findall(fold_text(text))
+        counts: dict[int, int] = {}
+        for token in tokens:
+            index = self.words.get(token)
+            if index is not None:
+                counts[index] = counts.get(index, 0) + 1
+        if self.phrases:
+            folded = " ".join(tokens)
+            for index, pattern in self.phrases:
+                found = len(pattern.findall(folded))
+                if found:
+                    counts[index] = counts.get(index, 0) + found
+        norm = K1 * (1 - B + B * (len(tokens) or 1) / AVERAGE_PASSAGE_WORDS)
+        total = sum(self.idf[i] * tf * (K1 + 1) / (tf + norm) for i, tf in counts.items())
+        return round(total, 12), frozenset(counts)
 
 
 @functools.lru_cache(maxsize=4096)
-def _unit_pattern(spellings: tuple[str, ...]) -> re.Pattern[str]:
-    alternatives = []
-    for spelling in spellings:
-        words = re.findall(r"[^\W_]+", spelling)
-        alternatives.append(r"[\W_]+".join(map(re.escape, words)))
-    return re.compile(r"(?<![^\W_])(?:" + "|".join(alternatives) + r")(?![^\W_])", re.IGNORECASE)
+def _unit_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
+    """A phrase over space-joined folded tokens."""
+    return re.compile(r"(?<!\S)" + " ".join(map(re.escape, words)) + r"(?!\S)")
+
+
+def fold_text(text: str) -> str:
+    """Lower-case without accents, as the word index compares words."""
+    if text.isascii():
+        return text.lower()
+    return fold.__wrapped__(text)  # not through the per-word cache
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,11 +217,15 @@ def chunk_matches(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[ChunkRow]
 
 
 def ranked_chunks(conn: Any, analysis: AnalyzedQuery, rows: Sequence[ChunkRow], match: ChunkMatch,
-                  scorer: PassageScorer) -> list[tuple[ChunkRow, list[Passage]]]:
-    """The body chunks that match any unit, best first (phrases, units, best passage, order),
-    with their scored passages; at most MAX_SCORED_CHUNKS are read."""
+                  scorer: PassageScorer, every_match: bool) -> list[tuple[ChunkRow, list[Passage]]]:
+    """The body chunks that match any unit (only those tied for the most phrases and units
+    unless ``every_match``), best first (phrases, units, best passage, order), with their
+    scored passages; at most MAX_SCORED_CHUNKS are read."""
     body = [ch for ch in rows if ch.row_kind == "body" and ch.chunk_id in match.units]
     body.sort(key=lambda ch: (tuple(-x for x in match.strength(analysis, ch.chunk_id)), ch.order))
+    if body and not every_match:
+        best = match.strength(analysis, body[0].chunk_id)
+        body = [ch for ch in body if match.strength(analysis, ch.chunk_id) == best]
     scored = []
     for ch in body[:MAX_SCORED_CHUNKS]:
         data = chunk_bytes(conn, ch.revision_id, ch.start_byte, ch.end_byte)
@@ -253,9 +278,10 @@ def cite_artifact(conn: Any, c: Candidate, ranked: Sequence[tuple[ChunkRow, list
 
 
 def attach_citations(conn: Any, analysis: AnalyzedQuery, candidates: Sequence[Candidate],
-                     scorer: PassageScorer) -> dict[str, list[Passage]]:
+                     scorer: PassageScorer, every_passage: bool = False) -> dict[str, list[Passage]]:
     """Excerpt and citation for each hit (claims whole; artifacts their best passage window);
-    returns each cited artifact revision's scored passages, best chunks first."""
+    returns each cited artifact revision's scored passages, best chunks first (with
+    ``every_passage``, those of every matching chunk, for context.build)."""
     artifacts = []
     for c in candidates:
         if c.citation:
@@ -269,13 +295,13 @@ def attach_citations(conn: Any, analysis: AnalyzedQuery, candidates: Sequence[Ca
     rows = chunks_of(conn, [c.revision_id for c in artifacts])
     all_rows = [ch for c in artifacts for ch in rows.get(c.revision_id, [])]
     match = chunk_matches(conn, analysis, all_rows)
-    if any(c.typo_units for c in artifacts):
+    if any(c.typo_expressions for c in artifacts):
         typo_match = _typo_chunk_matches(conn, artifacts, rows)
         for chunk_id, units in typo_match.items():
             match.units.setdefault(chunk_id, set()).update(units)
     passages: dict[str, list[Passage]] = {}
     for c in artifacts:
-        ranked = ranked_chunks(conn, analysis, rows.get(c.revision_id, []), match, scorer)
+        ranked = ranked_chunks(conn, analysis, rows.get(c.revision_id, []), match, scorer, every_passage)
         cite_artifact(conn, c, ranked)
         passages[c.revision_id] = [p for _, found in ranked for p in found]
     return passages
@@ -286,11 +312,10 @@ def _typo_chunk_matches(conn: Any, artifacts: Sequence[Candidate],
     """Chunks holding a typo candidate's corrections (so a typo-only hit cites where they are)."""
     found: dict[int, set[int]] = {}
     for c in artifacts:
-        corrections = c.retrieval_keys.pop("_typo_expressions", None)
-        if not corrections:
+        if not c.typo_expressions:
             continue
         ids = [ch.chunk_id for ch in rows.get(c.revision_id, [])]
-        for index, expression in corrections:
+        for index, expression in c.typo_expressions:
             for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids):
                 found.setdefault(chunk_id, set()).add(index)
     return found

@@ -1,16 +1,16 @@
-"""The search pipeline (protocol §5): candidates, qualification, typo tolerance, fusion, recency.
+"""The search pipeline (protocol §5): one table's candidates, then fusion, recency and the window.
 
-This module owns how a query becomes ranked hits: FTS5 BM25 candidate generation over the fts
-projection (current-only or historical, within the request's horizon and pins), document-level
-lexical qualification (`lexical_qualification_v2`), the trigram typo channel (`trigram_typo_v1`,
-per entity table, only when none of its hits covers every unit lexically), tiered reciprocal-rank fusion (`tiered_rrf_v2`)
-with content-based tie-breaks, the bounded recency nudge (`bounded_recency_v1`), exact chunk
-citations (chunker v1), conflict retention, truncation and hints. The `search` op returns
-unqualified candidates too; recall, context.build and probe use `run_search(qualified_only=True)`
-and the unqualified candidate partition it reports. The dense channel (`local_dense_context_v3`,
-``queries.semantic``) adds candidates by meaning where the local model is installed and the
-request leaves it on; the cross-encoder and cited projections are not built: their status
-objects say so and they never contribute.
+This module owns the `search` op and ``run_search``, which recall, context.build and probe share:
+per entity table, the units' in-horizon match lists (``candidates``) give horizon-scoped IDF,
+qualification (`lexical_qualification_v2`) and the lexical score; the typo channel
+(``typo``) adds candidates for words the horizon lacks; ``fusion`` merges the per-channel ranks
+(`tiered_rrf_v2`) and applies `bounded_recency_v1`; conflict retention, truncation and hints
+follow; ``passages`` cites each kept artifact hit by its matching passage. The `search` op
+returns unqualified candidates too; recall, context.build and probe use
+``run_search(qualified_only=True)`` and the unqualified candidate partition it reports. The
+dense channel (`local_dense_context_v3`, ``semantic``) joins as one more ``fusion.Channel``
+where the local model is installed and the request leaves it on; the cross-encoder and cited
+projections are not built: their status objects say so and they never contribute.
 """
 
 from __future__ import annotations
@@ -320,10 +320,8 @@ def table_candidates(scope: ReadScope, analysis: AnalyzedQuery, table: Table, ho
         exact = [c.doc_id in found for found in membership]
         qualify(c, analysis, exact)
         fuzzy_qualify(c, analysis, exact, typos, fuzzy_idf)
-        if c.typo_units:
-            c.retrieval_keys["_typo_expressions"] = [
-                (t.index, " OR ".join(fts_phrase(x.term) for x in t.corrections))
-                for t in typos if c.doc_id in t.docs]
+        c.typo_expressions = [(t.index, " OR ".join(fts_phrase(x.term) for x in t.corrections))
+                              for t in typos if c.doc_id in t.docs]
     corrections = {t.index: [x.term for x in t.corrections] for t in typos}
     return TableRun(candidates, fuzzy_idf, corrections, filters, matches)
 
@@ -343,11 +341,13 @@ def run_search(
     analysis: AnalyzedQuery | None = None,
     with_candidates: bool = False,
     semantic: bool = True,
+    every_passage: bool = False,
 ) -> SearchRun:
     """Run the §5 pipeline; ``qualified_only`` drops unqualified hits (recall/context/probe).
 
     ``with_candidates`` also cites and returns the unqualified candidate partition (probe and
-    recall candidates); otherwise only its counts are reported.
+    recall candidates); otherwise only its counts are reported. ``every_passage`` scores the
+    passages of every matching chunk of each artifact hit (context.build packs them).
     """
     check_reason(reason)
     check_limit("limit", limit, limits.MAX_SEARCH_ITEMS)
@@ -378,7 +378,7 @@ def run_search(
         c.final_position = position
     scorer = PassageScorer(analysis, _shared_idf(runs, analysis), _corrections(runs))
     cite_dense_only(scope.conn, window + partition)
-    passages = attach_citations(scope.conn, analysis, window + partition, scorer)
+    passages = attach_citations(scope.conn, analysis, window + partition, scorer, every_passage)
     passages.update(dense_passages(window))
     return SearchRun(
         analysis=analysis, horizon=horizon, limit=limit, evaluated_at=scope.now,

@@ -6,8 +6,9 @@ the projection's vocabulary by index lookups, never by scanning text: words one 
 symmetric-deletion index: one insertion, deletion, substitution or adjacent swap) and, for words
 of four or more characters, words the query word abbreviates (a prefix, at most
 ``PREFIX_CANDIDATES`` per scope). A correction must be in the horizon's vocabulary, be similar
-enough (normalized Levenshtein, computed by rapidfuzz in C: ≥ 0.80 for a one-word query, ≥ 0.72
-otherwise; prefixes count as matched) and match an in-horizon document. At most
+enough (normalized edit distance with adjacent swaps as one edit, optimal string alignment,
+computed by rapidfuzz in C: ≥ 0.80 for a one-word query, ≥ 0.72 otherwise; prefixes count as
+matched) and match an in-horizon document. At most
 ``MAX_CORRECTIONS`` per word are kept, most similar first; the documents they match become typo
 candidates, qualified when enough units match exactly or through a correction.
 """
@@ -19,14 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rapidfuzz.distance import Levenshtein
+from rapidfuzz.distance import OSA
 
 from memoree.projections.fts_vocab import MAX_VOCAB_WORD, MIN_VOCAB_WORD, deletions, fold
 
 from .analysis import AnalyzedQuery, fts_phrase
-from .candidates import Candidate, Horizon, Table, UnitMatches, match_expression_docs
+from .candidates import Candidate, Horizon, Table, UnitMatches, match_expression_docs, unit_idf
 
-__all__ = ["Correction", "TypoUnit", "corrections_for", "fuzzy_qualify", "typo_units"]
+__all__ = ["Correction", "TypoUnit", "corrections_for", "fuzzy_qualify", "typo_idf", "typo_units"]
 
 SINGLE_WORD_SIMILARITY = 0.80
 SEVERAL_WORDS_SIMILARITY = 0.72
@@ -94,7 +95,7 @@ def corrections_for(conn: Any, horizon: Horizon, word: str, threshold: float) ->
     known = _in_vocabulary(conn, horizon, sorted(near)) | prefixed
     found = []
     for term in known:
-        similarity = Levenshtein.normalized_similarity(word, term)
+        similarity = OSA.normalized_similarity(word, term)
         prefix = term in prefixed
         if similarity >= threshold or prefix:
             found.append(Correction(term, round(similarity, 12), prefix))
@@ -155,8 +156,6 @@ def fuzzy_qualify(candidate: Candidate, analysis: AnalyzedQuery, exact: Sequence
 
 def typo_idf(typos: Sequence[TypoUnit], doc_count: int, idf: list[float]) -> list[float]:
     """IDF per unit with each corrected unit's frequency taken from its corrections' matches."""
-    from .candidates import unit_idf
-
     result = list(idf)
     for t in typos:
         result[t.index] = unit_idf(len(t.docs), doc_count)

@@ -431,7 +431,8 @@ def turn_found(answer: Answer, turn: Turn, session: Session) -> bool:
         end = session.size if citation.end is None else citation.end
         if end - start <= WIDE_CITATION_BYTES:
             return True
-        # A wider citation counts only with the turn's text, which this answer does not hold.
+        # A wider citation counts only with the turn's text. The text returned with any citation
+        # is at most the op's whole returned text, which does not hold it (checked above).
     return False
 
 

@@ -218,3 +218,23 @@ class TestGroupedIndexing:
             pass
         assert (head, set()) == (engine.head(), found(call, "echidna"))
         check_indexes(engine.conn)
+
+
+class TestVocabularyAfterPurge:
+    """A purge leaves the vocabulary and the BM25 lengths as a replay of the log builds them."""
+
+    def test_purged_words_leave_their_scopes_unless_another_text_there_holds_them(self, call: Caller) -> None:
+        """Words only the purged body held are gone everywhere; shared ones stay where shared."""
+        from memoree.projections.fts_vocab import owner_scope_tokens
+
+        other = {"workspace_id": "wsp_test", "project_id": "prj_other"}
+        gone = call.put_text("zebracanary shared words", key="gone")
+        call.put_text("shared words elsewhere", key="kept", context=other)
+        call.ok("artifact.purge", {"artifact_id": gone["artifact_id"], "reason": "erasure"}, key="purge")
+        conn = call.service.engine.conn
+        mine = owner_scope_tokens("wsp_test", "prj_test", None)
+        terms = set(conn.execute("SELECT scope, term FROM search_terms").fetchall())
+        assert not any(term == "zebracanary" for _, term in terms)
+        assert ("", "shared") in terms and (owner_scope_tokens(**other, task_id=None)[1], "shared") in terms
+        assert (mine[1], "shared") not in terms
+        assert not conn.execute("SELECT 1 FROM search_term_deletions WHERE term = 'zebracanary'").fetchone()

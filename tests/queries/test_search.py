@@ -119,22 +119,36 @@ class TestQualification:
 
 
 class TestTypoChannel:
-    """The trigram channel runs only when no hit covers every unit lexically."""
+    """The typo channel corrects only words the horizon lacks, from the horizon's vocabulary."""
 
-    def test_a_typo_query_finds_the_document_through_trigrams(self, call: Caller) -> None:
-        """"authoritatve sqlte" matches by trigram similarity and qualifies."""
+    def test_a_typo_query_finds_the_document_through_its_corrections(self, call: Caller) -> None:
+        """"authoritatve sqlte" (one deletion each) matches by correction and qualifies."""
         put(call, "SQLite is authoritative for durable agent memory.", title="storage")
         hit = search(call, "sqlte authoritatve")["hits"][0]
         assert hit["ranking"]["trigram_qualified"] and not hit["ranking"]["lexical_qualified"]
         assert "trigram_typo_v1" in hit["matched_by"] and hit["ranking"]["trigram_similarity"] > 0.7
 
-    def test_no_trigram_channel_when_a_full_coverage_hit_exists(self, call: Caller) -> None:
-        """An exact hit suppresses the typo channel for its table."""
+    def test_no_correction_for_words_the_horizon_holds(self, call: Caller) -> None:
+        """Words that match exactly are never corrected, so a near miss is not a hit."""
         put(call, "SQLite is authoritative", title="exact")
         put(call, "SQLight is authoritativ", title="near miss")
         result = search(call, "sqlite authoritative")
         assert ["exact"] == titles(result)
         assert all("trigram" not in label for hit in result["hits"] for label in hit["matched_by"])
+
+    def test_edits_swaps_and_abbreviations_are_corrected(self, call: Caller) -> None:
+        """An insertion, a substitution, an adjacent swap and a prefix abbreviation each find it."""
+        put(call, "The performance gates run in the browser harness.", title="gates")
+        for query in ("performance gatess", "performance gotes", "performance gaets", "perf gates"):
+            hit = search(call, query)["hits"][0]
+            assert "gates" == hit["title"] and hit["ranking"]["qualified"], query
+
+    def test_corrections_come_only_from_the_callers_horizon(self, call: Caller) -> None:
+        """A word that exists only in another project is not a correction here."""
+        put(call, "The ledger rotates weekly", title="here")
+        put(call, "The lodger rotates weekly", title="sibling", context=SIBLING)
+        assert ["here"] == titles(search(call, "lodgr rotates"))
+        assert not any(h["ranking"]["trigram_qualified"] for h in search(call, "lodgr")["hits"])
 
 
 class TestDeterministicRanking:

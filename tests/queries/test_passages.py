@@ -1,0 +1,121 @@
+"""Passage-level evidence: lines and sentences with exact spans, the hit window, packing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoree.projections.chunker import span_citation
+from memoree.queries.analysis import analyze_query
+from memoree.queries.context_build import with_context
+from memoree.queries.passages import (
+    HIT_WINDOW_BYTES,
+    MAX_PASSAGE_BYTES,
+    Passage,
+    PassageScorer,
+    passage_spans,
+)
+from tests.conftest import Caller
+from tests.queries.test_search import claim, content_bytes, put, search
+
+TURNS = "".join(f"[D1:{i}] Ann: filler talk about the weather number {i}\n" for i in range(60))
+NEEDLE = "[D1:60] Bob: the lighthouse keeper painted the boat orange\n"
+REPLY = "[D1:61] Ann: what a lovely colour\n"
+
+
+class TestPassageSpans:
+    """Passages are lines; long lines are cut at sentences, then whitespace, on code points."""
+
+    def test_lines_become_passages_without_their_newline(self) -> None:
+        """Each non-blank line is one span, exact in bytes."""
+        data = b"first line\n\nsecond line\n"
+        assert [(0, 10), (12, 23)] == passage_spans(data, 0, len(data))
+
+    def test_a_long_line_is_cut_at_sentence_ends_within_the_size_cap(self) -> None:
+        """No piece exceeds the cap; pieces tile the line; cuts follow sentence punctuation."""
+        line = ("Sentence number one is here. " * 60).encode()
+        spans = passage_spans(line, 0, len(line))
+        assert all(end - start <= MAX_PASSAGE_BYTES for start, end in spans)
+        assert spans[0][0] == 0 and spans[-1][1] == len(line)
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+        assert all(line[end - 2:end] == b". " for _, end in spans[:-1])
+
+    def test_a_long_word_of_multibyte_characters_is_cut_on_code_points(self) -> None:
+        """A line without spaces is cut at character boundaries."""
+        line = ("日本語" * 400).encode()
+        for start, end in passage_spans(line, 0, len(line)):
+            line[start:end].decode("utf-8")
+
+
+class TestScoring:
+    """Passages are scored like BM25 over the query units, so rarer and repeated units weigh more."""
+
+    def test_matched_units_and_rarer_units_score_higher(self) -> None:
+        """A line with the rare unit outscores one with the common unit; no unit, no score."""
+        analysis = analyze_query("lighthouse weather")
+        scorer = PassageScorer(analysis, [3.0, 0.2])
+        rare, _ = scorer.score(NEEDLE)
+        common, units = scorer.score("[D1:2] Ann: filler talk about the weather")
+        assert rare > common > 0 and units == frozenset({1})
+        assert (0.0, frozenset()) == scorer.score("nothing relevant")
+
+    def test_inflections_and_phrases_are_counted_as_the_index_counts_them(self) -> None:
+        """Inflection variants and hyphenated phrases match across case and punctuation."""
+        analysis = analyze_query("painting cold-start")
+        scorer = PassageScorer(analysis, [1.0, 1.0])
+        assert frozenset({0, 1}) == scorer.score("She PAINTED it; the Cold Start was slow")[1]
+
+    def test_neighbours_of_a_match_compete_at_half_its_score(self) -> None:
+        """A line next to a matching one becomes a candidate at half the score; others do not."""
+        lines = [Passage(0, 10, "a", 0.0, frozenset()), Passage(11, 20, "b", 4.0, frozenset({0})),
+                 Passage(21, 30, "c", 0.0, frozenset()), Passage(31, 40, "d", 0.0, frozenset())]
+        assert [(4.0, lines[1]), (2.0, lines[0]), (2.0, lines[2])] == sorted(
+            with_context(lines), key=lambda pair: (-pair[0], pair[1].start))
+
+
+class TestEvidence:
+    """Hits cite the matching passage, and context.build shows it with its exact span."""
+
+    def store(self, call: Caller) -> dict[str, Any]:
+        return put(call, "# Session 1\n\n" + TURNS + NEEDLE + REPLY, title="Session 1")
+
+    def test_an_artifact_hit_cites_the_matching_lines_not_the_chunk_head(self, call: Caller) -> None:
+        """The excerpt holds the matching line, is at most 1 KiB, and is exactly the cited bytes."""
+        source = self.store(call)
+        hit = search(call, "lighthouse keeper")["hits"][0]
+        start, end = map(int, hit["citation"].rsplit("#", 1)[1].split("-"))
+        body = content_bytes(call, source["artifact_id"], source["revision_id"])
+        assert NEEDLE.strip() in hit["excerpt"] and end - start <= HIT_WINDOW_BYTES
+        assert body[start:end].decode() == hit["excerpt"]
+        assert hit["provenance"]["retrieval_span"] == {
+            "start_byte": start, "end_byte": end, "chunker_version": 1,
+            "coordinate_space": "immutable_artifact_bytes"}
+
+    def test_context_build_shows_the_matching_passage_and_its_neighbours(self, call: Caller) -> None:
+        """Within a small budget: the matching line and the lines around it, each with its span."""
+        source = self.store(call)
+        result = call.ok("context.build", {"query": "lighthouse keeper", "max_bytes": 700})["result"]
+        body = content_bytes(call, source["artifact_id"], source["revision_id"])
+        item = result["manifest"][0]
+        shown = [body[p["start_byte"]:p["end_byte"]].decode() for p in item["passages"]]
+        before = "[D1:59] Ann: filler talk about the weather number 59"
+        assert [before, NEEDLE.strip(), REPLY.strip()] == shown
+        for passage in item["passages"]:
+            assert passage["citation"] == span_citation(source["artifact_id"], source["revision_id"],
+                                                        (passage["start_byte"], passage["end_byte"]))
+            assert f"Excerpt `#{passage['start_byte']}-{passage['end_byte']}`:\n" in result["rendered_markdown"]
+        assert 1 == result["rendered_markdown"].count("filler talk")
+
+    def test_a_claims_evidence_passage_is_shown_once(self, call: Caller) -> None:
+        """A claim brings its evidence line's text; its artifact does not repeat that line."""
+        source = self.store(call)
+        start = len(("# Session 1\n\n" + TURNS).encode())
+        claim(call, "The lighthouse keeper painted the boat orange", evidence=[{
+            "artifact_id": source["artifact_id"], "revision_id": source["revision_id"],
+            "start_byte": start, "end_byte": start + len(NEEDLE.strip().encode())}])
+        result = call.ok("context.build", {"query": "lighthouse keeper boat", "max_bytes": 4000})["result"]
+        markdown = result["rendered_markdown"]
+        assert 1 == markdown.count(NEEDLE.strip())
+        cited = span_citation(source["artifact_id"], source["revision_id"],
+                              (start, start + len(NEEDLE.strip().encode())))
+        assert f"Evidence `{cited}`:\n> {NEEDLE.strip()}\n" in markdown
+        assert 0 == result["omitted_count"]
