@@ -205,8 +205,9 @@ def _similarities(np: Any, rows: _Rows, query: Any) -> tuple[Any, Any]:
     if rows.count <= EXACT_SCAN_ROWS:
         return np.arange(rows.count), _dot(np, rows.vectors[:rows.count], query)
     signs = np.packbits(query > 0).view(np.uint64)
-    distance = np.zeros(rows.count, dtype=np.int32)
-    for word in range(len(signs)):
+    # uint16: 256 differing bits must not wrap to 0 (uint8), and int32 doubles the memory traffic.
+    distance = np.bitwise_count(rows.bits[0, :rows.count] ^ signs[0]).astype(np.uint16)
+    for word in range(1, len(signs)):
         distance += np.bitwise_count(rows.bits[word, :rows.count] ^ signs[word])
     kth = np.partition(distance, PREFILTER_ROWS)[PREFILTER_ROWS]
     positions = np.flatnonzero(distance <= kth)  # ties kept whole: the set is deterministic
