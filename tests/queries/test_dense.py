@@ -87,6 +87,36 @@ class TestMeaning:
         assert hits and all(h["ranking"]["semantic_similarity"] and not h["ranking"]["qualified"] for h in hits)
 
 
+    def test_a_qualified_claim_brings_its_cited_source(self, call: Caller) -> None:
+        """The source a qualifying claim cites is returned with it, qualified by meaning and cited by
+        an exact span, even when many other notes are nearer the question than the source."""
+        text = "Release train notes.\nUser credentials are hashed with argon2 before writing.\nMisc."
+        source = call.put_text(text, title="release train")
+        start = text.encode().index(b"User")
+        end = start + len("User credentials are hashed with argon2 before writing.")
+        evidence = [{"artifact_id": source["artifact_id"], "revision_id": source["revision_id"],
+                     "start_byte": start, "end_byte": end}]
+        claim(call, "User credentials are hashed with argon2", evidence=evidence)
+        for n in range(12):
+            call.put_text(f"Password storage musings number {n}: how are passwords kept safe?",
+                          title=f"password musings {n}")
+        result = recall(call, QUESTION)
+        assert source["artifact_id"] in [a["artifact_id"] for a in result["artifact_refs"]]
+        hits = call.ok("search", {"query": QUESTION, "limit": 40})["result"]["hits"]
+        cited = next(h for h in hits if h["entity_id"] == source["artifact_id"])
+        assert cited["ranking"]["semantic_qualified"] and "#" in cited["citation"]
+
+    def test_a_near_claim_whose_source_answers_by_words_qualifies(self, call: Caller) -> None:
+        """Both channels agree: the claim is near by meaning and its cited source matches the words."""
+        source = call.put_text("Vault rotation runbook: the vault keys rotate every quarter on the first Monday.",
+                               title="vault rotation runbook")
+        made = claim(call, "Encryption keys are renewed each quarter",
+                     evidence=[{"artifact_id": source["artifact_id"], "revision_id": source["revision_id"]}])
+        claim(call, "The billing service stores invoices in PostgreSQL")
+        result = recall(call, "when do vault keys rotate")
+        assert made["claim_id"] in [c["claim_id"] for c in result["claims"]]
+
+
 class TestHonestNone:
     """Nearness alone does not answer a question memory cannot answer."""
 
@@ -130,6 +160,13 @@ class TestTurningItOff:
             semantic = call.ok(op, {})["result"]["semantic"]
             assert (False, embedding.MODEL_ID) == (semantic["enabled"], semantic["model_id"])
             assert "lexical" in semantic["reason"]
+
+    def test_the_status_counts_what_is_indexed(self, call: Caller) -> None:
+        """A search's semantic status counts every revision written as eligible and indexed."""
+        seed(call)
+        status = call.ok("search", {"query": QUESTION})["result"]["semantic"]
+        assert (4, 4, 1.0) == (status["eligible_revision_count"], status["indexed_revision_count"],
+                               status["coverage"])
 
     def test_capabilities_name_the_model(self, call: Caller) -> None:
         """With the model installed, capabilities name it, its revision and dimensions, and say it is on."""
