@@ -5,9 +5,12 @@ pipeline's candidates (``queries.candidates``): the nearest documents of a table
 request's own filters (horizon, currentness, pins) let it see become candidates carrying their
 similarity and, for an artifact, the passage that matched; their lexical units are checked like
 any other candidate's, so fusion and qualification treat them alike. Acceptance by meaning follows
-``queries.dense``: a claim only as the clear nearest visible claim or a near restatement, and not
-when it is near only through a word it shares with the query; an artifact only as the cited
-evidence of such a claim. A dense-only artifact hit cites the exact passage whose meaning matched.
+``queries.dense`` (a claim as the clear nearest visible claim or a near restatement, not when it
+is near only through a word it shares with the query), plus the two channels' agreement: a near
+claim whose cited source qualifies by its words; the sources a qualifying near claim cites (they
+join as candidates even when other documents are nearer); the artifact both channels put first.
+Anything else the channel finds is an unqualified lead. A dense-only artifact hit cites the exact
+passage whose meaning matched (or the span its claim quotes).
 
 The channel runs only for a table where no lexical hit already covers every query unit (then
 meaning cannot add an answer words did not give), and only where the request leaves it on and
@@ -99,17 +102,18 @@ def _nearest_visible(conn: Any, index: Any, target: DenseTable, analysis: Analyz
     return chosen
 
 
-def add_dense_candidates(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, query_vector: Any,
-                         tables: Sequence[DenseTable], claims_table: DenseTable,
+def add_dense_candidates(conn: Any, index: Any, query: str, analysis: AnalyzedQuery,
+                         query_vector: Any, tables: Sequence[DenseTable], claims_table: DenseTable,
                          sources_table: DenseTable, wanted: int, leads: bool = True) -> None:
     """Add the nearest visible items by meaning to each table's pool and decide which qualify.
 
-    A near claim (at least ``CLAIM_ACCEPT_COSINE``) also qualifies when a source it cites, visible
-    here, qualifies by its words: the two channels agree on it. Claims are always scored (even
-    for an artifacts-only search): an artifact qualifies by
-    meaning only as the cited evidence of a near claim that qualifies (by meaning or by words),
-    and only while it is itself near the query (at least the candidate floor). Without ``leads`` (a search that keeps
-    qualified hits only) artifacts are scanned only when some claim vouches for its evidence.
+    Claims are always scored, even for an artifacts-only search. A claim qualifies by meaning as
+    ``queries.dense`` says, or when it is near (at least ``CLAIM_ACCEPT_COSINE``) and a visible
+    source it cites qualifies by its words: the two channels agree on it. An artifact qualifies
+    by meaning as the cited evidence of a near claim that qualifies (by meaning or by words)
+    while itself at least the candidate floor near, or as the first artifact of both channels.
+    Without ``leads`` (a search that keeps qualified hits only) artifacts are scanned only when
+    one of those can happen.
     """
     by_type = {t.table.entity_type: t for t in tables}
     claim_pool = by_type["claim"].pool if "claim" in by_type else []
@@ -200,7 +204,7 @@ def _evidence_sources(conn: Any, index: Any, target: DenseTable, analysis: Analy
         f"OR d.revision_id IN ({marks_r})) ORDER BY d.doc_id DESC", (*artifact_ids, *revisions))]
     found = visible_rows(conn, target.table, target.filters, doc_ids, len(doc_ids))
     quoted = {ref["revision_id"]: (ref["start_byte"], ref["end_byte"]) for ref in refs
-              if ref.get("revision_id") and ref.get("start_byte") is not None and ref.get("end_byte") is not None}
+              if ref.get("revision_id") and None not in (ref.get("start_byte"), ref.get("end_byte"))}
     chosen = []
     for c in found:
         hit = dense.document_hit(index, "artifact", c.doc_id, query_vector)
