@@ -19,6 +19,7 @@ the store's vectors were built with the loaded model (``semantic_status``).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,11 @@ from .passages import Passage, chunk_bytes
 __all__ = ["DenseTable", "add_dense_candidates", "cite_dense_only", "dense_passages", "fully_covered"]
 
 CLAIM_POOL_FLOOR = 16
+VOUCHED_MEMO = 16
+# (analysis, evidence) of recent claim judgements: recall and probe search claims, then
+# artifacts, with one analysis; the artifact search reuses what the claim search judged.
+_VOUCHED: dict[tuple[Any, ...], tuple[Any, list[dict[str, Any]]]] = {}
+_MEMO_LOCK = threading.Lock()
 FIRST_ASK_FACTOR = 2
 
 
@@ -81,7 +87,7 @@ def _membership(conn: Any, table: Table, analysis: AnalyzedQuery, matches: UnitM
 
 def _nearest_visible(conn: Any, index: Any, target: DenseTable, analysis: AnalyzedQuery,
                      query_vector: Any, known: dict[tuple[str, str], Candidate],
-                     wanted: int) -> list[tuple[Candidate, dense.DenseHit]]:
+                     wanted: int, floor: float = 0.0) -> list[tuple[Candidate, dense.DenseHit]]:
     """The ``wanted`` nearest documents the filters let this request see, nearest first; a
     document already a candidate is returned as that candidate."""
     # Documents already in the pool passed the filters; only the others need the owner join.
@@ -98,7 +104,11 @@ def _nearest_visible(conn: Any, index: Any, target: DenseTable, analysis: Analyz
             break
         asked *= 2
     chosen = [(known.get(c.key, c), by_doc[c.doc_id]) for c in found]
-    _membership(conn, target.table, analysis, target.matches, [c for c, _ in chosen if c.key not in known])
+    # Without the table's match lists each unit costs a lookup: check only those near enough
+    # (``floor``) for their words to matter to acceptance.
+    _membership(conn, target.table, analysis, target.matches,
+                [c for c, hit in chosen if c.key not in known
+                 and (target.matches is not None or hit.similarity >= floor)])
     return chosen
 
 
@@ -116,10 +126,38 @@ def add_dense_candidates(conn: Any, index: Any, query: str, analysis: AnalyzedQu
     one of those can happen.
     """
     by_type = {t.table.entity_type: t for t in tables}
-    claim_pool = by_type["claim"].pool if "claim" in by_type else []
     known = {c.key: c for t in tables for c in t.pool}
+    memo_key = (id(analysis), id(conn), claims_table.filters, index.key, index.claims.count)
+    with _MEMO_LOCK:
+        remembered = _VOUCHED.get(memo_key)
+    if "claim" not in by_type and remembered is not None and remembered[0] is analysis:
+        evidence = remembered[1]  # this request's claim search already judged the claims
+    else:
+        evidence = _judge_claims(conn, index, query, analysis, query_vector, by_type, claims_table,
+                                 sources_table, known, wanted)
+        with _MEMO_LOCK:
+            _VOUCHED[memo_key] = (analysis, evidence)
+            while len(_VOUCHED) > VOUCHED_MEMO:
+                _VOUCHED.pop(next(iter(_VOUCHED)))
+    vouched = {ref.get("artifact_id") for ref in evidence}
+    target = by_type.get("artifact")
+    first_by_words = _first_by_words(target.pool) if target else None
+    if target and (leads or vouched or first_by_words is not None):
+        artifacts = _nearest_visible(conn, index, target, analysis, query_vector, known, wanted)
+        agreed = _agreed_artifact(query, artifacts, first_by_words)
+        near = {c.entity_id for c, _ in artifacts}
+        artifacts += _evidence_sources(conn, index, target, analysis, query_vector, known,
+                                       [ref for ref in evidence if ref.get("artifact_id") not in near])
+        _mark(target.pool, known, [(c, hit, c.entity_id in vouched or c is agreed) for c, hit in artifacts])
+
+
+def _judge_claims(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, query_vector: Any,
+                  by_type: dict[str, DenseTable], claims_table: DenseTable, sources_table: DenseTable,
+                  known: dict[tuple[str, str], Candidate], wanted: int) -> list[dict[str, Any]]:
+    """Decide which near claims qualify, by meaning or by agreement (marking them into the claim
+    pool when this search covers claims); return the evidence the qualifying near claims cite."""
     claims = _nearest_visible(conn, index, claims_table, analysis, query_vector, known,
-                              max(wanted, CLAIM_POOL_FLOOR))
+                              max(wanted, CLAIM_POOL_FLOOR), dense.CLAIM_ACCEPT_COSINE)
     similarities = [hit.similarity for _, hit in claims]
     accepted = [dense.claim_accepted(similarities, i)
                 and dense.unmatched_similarity(query, c.matched_free + c.matched_phrases, hit)
@@ -130,21 +168,11 @@ def add_dense_candidates(conn: Any, index: Any, query: str, analysis: AnalyzedQu
                                           if not ok and not c.qualified
                                           and hit.similarity >= dense.CLAIM_ACCEPT_COSINE])
     accepted = [ok or c.key in sourced for (c, _), ok in zip(claims, accepted)]
-    # A near claim that qualifies, by meaning or by its words, vouches for the sources it cites.
-    evidence = [ref for (c, _), ok in zip(claims, accepted)
-                if ok or c.lexical_qualified or c.trigram_qualified for ref in c.evidence]
-    vouched = {ref.get("artifact_id") for ref in evidence}
     if "claim" in by_type:
-        _mark(claim_pool, known, [(c, hit, ok) for (c, hit), ok in zip(claims, accepted)][:wanted])
-    target = by_type.get("artifact")
-    first_by_words = _first_by_words(target.pool) if target else None
-    if target and (leads or vouched or first_by_words is not None):
-        artifacts = _nearest_visible(conn, index, target, analysis, query_vector, known, wanted)
-        agreed = _agreed_artifact(query, artifacts, first_by_words)
-        near = {c.entity_id for c, _ in artifacts}
-        artifacts += _evidence_sources(conn, index, target, analysis, query_vector, known,
-                                       [ref for ref in evidence if ref.get("artifact_id") not in near])
-        _mark(target.pool, known, [(c, hit, c.entity_id in vouched or c is agreed) for c, hit in artifacts])
+        _mark(by_type["claim"].pool, known, [(c, hit, ok) for (c, hit), ok in zip(claims, accepted)][:wanted])
+    # A near claim that qualifies, by meaning or by its words, vouches for the sources it cites.
+    return [ref for (c, hit), ok in zip(claims, accepted)
+            if ok or (hit.similarity >= dense.CLAIM_ACCEPT_COSINE and c.qualified) for ref in c.evidence]
 
 
 def _first_by_words(pool: Sequence[Candidate]) -> Candidate | None:
