@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -129,6 +130,7 @@ def measure(n: int, claims: float, puts: int, reps: int, say: Callable[[str], No
     samples = search_samples(service, mix, reps)
     service.close()
     rates = put_rates(folder, puts)
+    shutil.rmtree(folder, ignore_errors=True)
     return {"load_s": load_seconds,
             "reindex_on_s": min(reindex[True]), "reindex_off_s": min(reindex[False]),
             "search_on_p50_ms": percentile(samples[True], 50), "search_off_p50_ms": percentile(samples[False], 50),
@@ -185,8 +187,12 @@ def main(argv: list[str] | None = None) -> list[Row]:
                         help="stored vectors for the scan-only row (400,000: about 100k 1 KiB artifacts)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.n, args.puts, args.reps, args.scan_rows = 300, 20, 2, 20_000
+    if args.quick:  # tiny sizes, unless given explicitly
+        given = set(argv or [])
+        args.n = args.n if "--n" in given else 300
+        args.puts = args.puts if "--puts" in given else 20
+        args.scan_rows = args.scan_rows if "--scan-rows" in given else 20_000
+        args.reps = 2
     scan = scan_cost(args.scan_rows)
     m = measure(args.n, args.claims, args.puts, args.reps)
     rows = [
