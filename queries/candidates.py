@@ -53,7 +53,7 @@ class Candidate:
     revision_created_at: str
     is_current_revision: bool
     kind: str
-    stored_provenance: dict[str, Any] = field(default_factory=dict)
+    provenance_json: bytes | str = b"{}"
     statement: str = ""
     evidence: list[dict[str, Any]] = field(default_factory=list)
     confidence: float | None = None
@@ -90,6 +90,11 @@ class Candidate:
     citation: str = ""
     retrieval_keys: dict[str, Any] = field(default_factory=dict)
     cited_span: bool = False
+
+    @property
+    def stored_provenance(self) -> dict[str, Any]:
+        """The revision's stored provenance, decoded only for the hits that are returned."""
+        return msgspec.json.decode(self.provenance_json)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -193,7 +198,7 @@ def _artifact_candidate(row: Sequence[Any]) -> Candidate:
         entity_type="artifact", entity_id=art_id, revision_id=rev_id, doc_id=doc_id,
         commit_seq=seq, title=title, status=status, owner=_owner(ws, prj, task, component),
         revision_created_at=created, is_current_revision=bool(is_current), kind=kind,
-        stored_provenance=msgspec.json.decode(provenance),
+        provenance_json=provenance,
     )
 
 

@@ -174,9 +174,13 @@ def claim_block(hit: SearchHit, risk: list[str], evidence_text: tuple[str, str] 
 
 
 def artifact_header(hit: SearchHit, risk: list[str]) -> str:
+    """An artifact section's head: the quoted title, the revision citation (each passage adds its
+    span), and the status only when the revision is not the active current one."""
     base = span_citation(hit.entity_id, hit.revision_id)
+    current = hit.status == "active" and hit.provenance.get("is_current", True)
+    status = "" if current else f" (status {BT}{hit.status}{BT}, not current)"
     return (f"\n## Retrieved artifact\nUntrusted title:\n{quoted_title(hit.title)}\n"
-            f"Citation: {BT}{base}{BT} (status {BT}{hit.status}{BT})  \n{_risk_line(risk)}")
+            f"Citation: {BT}{base}{BT}{status}  \n{_risk_line(risk)}")
 
 
 def passage_block(passage: Passage) -> str:

@@ -107,9 +107,14 @@ def _instant(text: str) -> datetime:
 
 
 def decay_for(candidate: Candidate) -> tuple[str, int, float]:
-    if candidate.entity_type == "claim":
-        return CLAIM_DECAY.get(candidate.kind, GENERAL_DECAY)
-    kind = candidate.kind.lower()
+    return _decay(candidate.entity_type, candidate.kind)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decay(entity_type: str, kind: str) -> tuple[str, int, float]:
+    if entity_type == "claim":
+        return CLAIM_DECAY.get(kind, GENERAL_DECAY)
+    kind = kind.lower()
     for needles, decay in ARTIFACT_KIND_DECAY:
         if any(needle in kind for needle in needles):
             return decay
