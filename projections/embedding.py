@@ -87,7 +87,9 @@ class Model:
     def _tokenize(self, texts: list[str]) -> list[list[int]]:
         if not texts:
             return []
-        return [item.ids[:MAX_TOKENS] for item in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+        # encode_batch_fast gives the same ids without computing character offsets (not used here).
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        return [item.ids[:MAX_TOKENS] for item in encode(texts, add_special_tokens=False)]
 
     def _token_sum(self, ids: list[int]) -> Any:
         # Each text's rows are summed on their own, row after row: a vector never depends on
