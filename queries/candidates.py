@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 UNIT_MATCH_CAP = 2048
+LONG_QUERY_UNITS = 6
 RESCORED_PER_SLOT = 4
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -443,11 +444,20 @@ def unit_membership(conn: Any, table: Table, analysis: AnalyzedQuery, matches: U
     return sets
 
 
-def qualify(candidate: Candidate, analysis: AnalyzedQuery, matched: Sequence[bool]) -> None:
+def qualify(candidate: Candidate, analysis: AnalyzedQuery, matched: Sequence[bool],
+            idf: Sequence[float] | None = None, present: Sequence[bool] | None = None) -> None:
+    """Qualified: every phrase unit matched, and ``required_matches`` units or, for a claim
+    answering a long question, units holding a third of the IDF of the question's units the
+    horizon holds (a short statement cannot repeat a long question's many common words)."""
     units: Sequence[QueryUnit] = analysis.units
     candidate.matched_free = [u.display for u, hit in zip(units, matched) if hit and not u.phrase]
     candidate.matched_phrases = [u.display for u, hit in zip(units, matched) if hit and u.phrase]
     count = candidate.matched_unit_count
     all_phrases = all(hit for u, hit in zip(units, matched) if u.phrase)
-    candidate.lexical_qualified = all_phrases and count >= analysis.required_matches and count > 0
+    enough = count >= analysis.required_matches
+    if (not enough and candidate.entity_type == "claim" and idf is not None and present is not None
+            and len(units) >= LONG_QUERY_UNITS and count >= 2):
+        total = sum(w for w, seen in zip(idf, present) if seen)
+        enough = total > 0 and sum(w for w, hit in zip(idf, matched) if hit) >= total / 3
+    candidate.lexical_qualified = all_phrases and enough and count > 0
     candidate.lexical_coverage = count / len(units)

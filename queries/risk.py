@@ -114,14 +114,14 @@ def fold_for_matching(text: str) -> str:
 
 
 @functools.cache
-def _character_classes() -> tuple[frozenset[str], re.Pattern[str]]:
+def _character_classes() -> tuple[frozenset[str], re.Pattern[str], frozenset[str]]:
     """Every format (Cf) character, and a pattern of every combining mark, found once by
     scanning the planes that hold them (BMP, SMP and the tag plane), so the per-text work is
     done by C loops (``translate``, ``re.sub``, set operations) instead of per-character calls."""
     planes = (*range(0x20000), *range(0xE0000, 0xE1000))
     formats = frozenset(chr(cp) for cp in planes if unicodedata.category(chr(cp)) == "Cf")
     marks = [chr(cp) for cp in planes if unicodedata.combining(chr(cp))]
-    return formats, re.compile("[" + "".join(re.escape(m) for m in marks) + "]+")
+    return formats, re.compile("[" + "".join(re.escape(m) for m in marks) + "]+"), frozenset(marks)
 
 
 _TAG_DECODING = {cp: cp - _TAG_FIRST for cp in range(0xE0020, 0xE007F)}
@@ -132,7 +132,8 @@ _SUSPECT = ZERO_WIDTH_CHARACTERS | BIDI_CONTROLS | BIDI_MARKS | JOINERS | frozen
 def fold_marks_and_homoglyphs(text: str) -> str:
     """Drop combining marks ("ïgnore") and map Cyrillic/Greek lookalikes to Latin letters."""
     decomposed = unicodedata.normalize("NFKD", text)
-    unmarked = _character_classes()[1].sub("", decomposed)
+    _, pattern, marks = _character_classes()
+    unmarked = decomposed if marks.isdisjoint(decomposed) else pattern.sub("", decomposed)
     return unmarked.translate(_HOMOGLYPHS)
 
 

@@ -316,9 +316,10 @@ def table_candidates(scope: ReadScope, analysis: AnalyzedQuery, table: Table, ho
             pool.setdefault(fresh.key, fresh)
     candidates = list(pool.values())
     membership = unit_membership(conn, table, analysis, matches, candidates)
+    present = [bool(ids) for ids in matches.lists]
     for c in candidates:
         exact = [c.doc_id in found for found in membership]
-        qualify(c, analysis, exact)
+        qualify(c, analysis, exact, idf, present)
         fuzzy_qualify(c, analysis, exact, typos, fuzzy_idf)
         c.typo_expressions = [(t.index, " OR ".join(fts_phrase(x.term) for x in t.corrections))
                               for t in typos if c.doc_id in t.docs]

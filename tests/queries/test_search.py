@@ -117,6 +117,24 @@ class TestQualification:
             envelope = call("search", payload)
             assert "INVALID_REQUEST" == envelope["error"]["code"], payload
 
+    def test_a_claim_holding_a_long_questions_rare_words_qualifies(self, call: Caller) -> None:
+        """A short statement with a long question's two rarest words qualifies (a third of the
+        IDF the horizon holds) although it matches fewer than required_matches units; a
+        document must still match required_matches, and so must a claim of common words."""
+        for i in range(8):
+            claim(call, f"Tim wrote about his plans during week {i} of the term")
+            put(call, f"Tim talks about his plans during week {i}", title=f"session {i}")
+        claim(call, "Tim is excited about Universal Studios")
+        put(call, "A leaflet about Universal Studios", title="leaflet")
+        question = "Which states might Tim visit during September based on his plans for Universal Studios?"
+        hits = search(call, question)["hits"]
+        assert 6 <= len(search(call, question)["query_analysis"]["content_units"])
+        qualified = [h["excerpt"] if h["entity_type"] == "claim" else h["title"]
+                     for h in hits if h["ranking"]["qualified"]]
+        assert "Tim is excited about Universal Studios" in qualified
+        assert "leaflet" not in qualified
+        assert not any("wrote about his plans" in text for text in qualified)
+
 
 class TestTypoChannel:
     """The typo channel corrects only words the horizon lacks, from the horizon's vocabulary."""
