@@ -253,6 +253,12 @@ class RecencyInput(_Input, kw_only=True):
     enabled: bool = True
 
 
+class SemanticInput(_Input, kw_only=True):
+    """The dense channel (`local_dense_context_v3`); disabling it gives the lexical answer."""
+
+    enabled: bool = True
+
+
 class SearchInput(_Input, kw_only=True):
     query: str
     horizon: HorizonName = "ambient"
@@ -261,6 +267,7 @@ class SearchInput(_Input, kw_only=True):
     include_historical: bool = False
     min_commit_seq: int | None = None
     recency: RecencyInput = msgspec.field(default_factory=RecencyInput)
+    semantic: SemanticInput = msgspec.field(default_factory=SemanticInput)
 
 
 class RecallInput(_Input, kw_only=True):
@@ -274,6 +281,7 @@ class RecallInput(_Input, kw_only=True):
     max_candidate_artifact_refs: int = 0
     min_commit_seq: int | None = None
     recency: RecencyInput = msgspec.field(default_factory=RecencyInput)
+    semantic: SemanticInput = msgspec.field(default_factory=SemanticInput)
 
 
 class ContextBuildInput(SearchInput, kw_only=True):
@@ -293,11 +301,12 @@ class ProbeInput(_Input, kw_only=True):
     max_leads: int = 8
     min_commit_seq: int | None = None
     recency: RecencyInput = msgspec.field(default_factory=RecencyInput)
+    semantic: SemanticInput = msgspec.field(default_factory=SemanticInput)
 
 
 __all__ += [
     "CitationGetInput", "ContextBuildInput", "ProbeInput", "RecallInput", "RecencyInput",
-    "SearchInput",
+    "SearchInput", "SemanticInput",
 ]
 
 
@@ -406,6 +415,7 @@ class RetrieveInput(_Input, kw_only=True):
     max_recovery_bytes: int = 12288
     min_commit_seq: int | None = None
     recency: RecencyInput = msgspec.field(default_factory=RecencyInput)
+    semantic: SemanticInput = msgspec.field(default_factory=SemanticInput)
     profile: bool = False
 
 

@@ -23,15 +23,17 @@ from .fts import FtsProjector
 from .idempotency import IdempotencyProjector
 from .keys import KeysProjector
 from .relations import RelationsProjector
+from .vectors import VectorsProjector
 
 __all__ = [
     "ConflictsProjector", "EntitiesProjector", "FtsProjector", "IdempotencyProjector", "KeysProjector", "Projector",
-    "RelationsProjector", "sync_projectors",
+    "RelationsProjector", "VectorsProjector", "sync_projectors",
 ]
 
 
 def sync_projectors(cas: ContentStore) -> list[Projector]:
     """Fresh instances of every synchronous projector, in apply order (fts reads bodies from ``cas``)."""
-    # relations before conflicts: conflict cases read the relation rows already projected.
+    # relations before conflicts: conflict cases read the relation rows already projected;
+    # vectors after fts: it embeds the index text fts has just written.
     return [EntitiesProjector(), RelationsProjector(), ConflictsProjector(), FtsProjector(cas),
-            KeysProjector(), FactsProjector(), IdempotencyProjector()]
+            VectorsProjector(), KeysProjector(), FactsProjector(), IdempotencyProjector()]

@@ -81,6 +81,9 @@ class Candidate:
     effective_at: str = ""
     effective_at_basis: str = "revision_created_at"
     decay_class: str = "general"
+    semantic_similarity: float | None = None
+    semantic_qualified: bool = False
+    semantic_span: tuple[int, int] | None = None
     lexical_position: int = 0
     final_position: int = 0
     retained_for_conflict: bool = False
@@ -104,7 +107,7 @@ class Candidate:
 
     @property
     def qualified(self) -> bool:
-        return self.lexical_qualified or self.trigram_qualified
+        return self.lexical_qualified or self.trigram_qualified or self.semantic_qualified
 
     def temporal_state(self, now: str) -> str:
         if self.valid_from is not None and self.valid_from > now:

@@ -21,11 +21,11 @@ import msgspec
 from memoree.errors import InvalidRequest
 from memoree.inputs import ContextBuildInput
 from memoree.projections.chunker import span_citation
+from memoree.projections.records import OwnerContext
 from memoree.projections.text import floor_char_boundary
 
-from .recall import ConflictSummary, evidence_citation, open_conflicts
 from .passages import MAX_PASSAGE_BYTES, Passage, chunk_bytes
-from memoree.projections.records import OwnerContext
+from .recall import ConflictSummary, evidence_citation, open_conflicts
 from .risk import hit_risk_signals
 from .search import (
     BROADEN_HINT,
@@ -38,7 +38,7 @@ from .search import (
     read_snapshot,
     reranker_status,
     run_search,
-    semantic_status,
+    run_semantic,
 )
 
 __all__ = ["ContextBuildResult", "ManifestItem", "blockquote", "context_build", "render"]
@@ -465,6 +465,7 @@ def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResul
             scope, query=inp.query, horizon=inp.horizon, reason=inp.reason, limit=inp.limit,
             include_historical=inp.include_historical, min_commit_seq=inp.min_commit_seq,
             recency=inp.recency.enabled, qualified_only=True, every_passage=True,
+            semantic=inp.semantic.enabled,
         )
         claim_ids = [hit.entity_id for hit in run.hits if hit.entity_type == "claim"]
         conflicts, _ = open_conflicts(scope.conn, claim_ids, scope.ambient, inp.horizon)
@@ -472,7 +473,7 @@ def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResul
     return ContextBuildResult(
         content_is_untrusted=True, query=inp.query, max_bytes=inp.max_bytes,
         used_bytes=_size(markdown), rendered_markdown=markdown,
-        semantic=semantic_status(scope.head), reranker=reranker_status(run.surface, len(run.hits)),
+        semantic=run_semantic(run), reranker=reranker_status(run.surface, len(run.hits)),
         manifest=manifest, retrieval_truncated=run.truncated,
         refine_hint=REFINE_HINT.format(limit=run.limit) if run.truncated else None,
         broaden_hint=BROADEN_HINT if not run.hits and inp.horizon == "ambient" else None,

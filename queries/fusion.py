@@ -20,7 +20,8 @@ from typing import Any
 
 from .candidates import Candidate
 
-__all__ = ["CHANNELS", "Channel", "MAX_PROMOTION", "apply_recency", "fuse", "qualification_rank"]
+__all__ = ["CHANNELS", "Channel", "MAX_PROMOTION", "SEMANTIC", "WITH_SEMANTIC", "apply_recency",
+           "fuse", "qualification_rank"]
 
 RRF_K = 60
 MAX_PROMOTION = 2
@@ -40,7 +41,9 @@ class Channel:
 LEXICAL = Channel("lexical", 1.0, lambda c: c.lexical_score if c.lexical_candidate else None,
                   reorders_exact_tier=True)
 TYPO = Channel("trigram", 0.7, lambda c: c.trigram_score)
+SEMANTIC = Channel("semantic", 0.85, lambda c: c.semantic_similarity)
 CHANNELS: tuple[Channel, ...] = (LEXICAL, TYPO)
+WITH_SEMANTIC: tuple[Channel, ...] = (*CHANNELS, SEMANTIC)
 
 
 def channel_ranks(candidates: Sequence[Candidate], channel: Channel) -> dict[int, int]:
@@ -141,7 +144,7 @@ def apply_recency(candidates: list[Candidate], enabled: bool, now: str) -> list[
 
 
 def qualification_rank(c: Candidate) -> tuple[Any, ...]:
-    return (c.exact_tier, c.lexical_qualified, c.trigram_qualified, False,
+    return (c.exact_tier, c.lexical_qualified, c.trigram_qualified, c.semantic_qualified,
             len(c.matched_phrases), c.matched_unit_count)
 
 

@@ -176,7 +176,8 @@ def probe_runs(scope: ReadScope, query: str, inp: Any) -> tuple[SearchRun, Searc
     analysis = analyze(query)
     common = dict(query=query, horizon=inp.horizon, reason=inp.reason, limit=PROBE_SEARCH_LIMIT,
                   min_commit_seq=inp.min_commit_seq, recency=inp.recency.enabled,
-                  qualified_only=True, analysis=analysis, with_candidates=True)
+                  qualified_only=True, analysis=analysis, with_candidates=True,
+                  semantic=inp.semantic.enabled)
     claims = run_search(scope, entity_types=frozenset({"claim"}), **common)
     artifacts = run_search(scope, entity_types=frozenset({"artifact"}), **common)
     return claims, artifacts

@@ -41,7 +41,7 @@ from .search import (
     read_snapshot,
     reranker_status,
     run_search,
-    semantic_status,
+    run_semantic,
 )
 
 __all__ = [
@@ -388,7 +388,7 @@ def recall_searches(scope: ReadScope, inp: Any) -> tuple[SearchRun, SearchRun]:
     analysis = analyze(inp.query)
     common = dict(query=inp.query, horizon=inp.horizon, reason=inp.reason,
                   min_commit_seq=inp.min_commit_seq, recency=inp.recency.enabled,
-                  qualified_only=True, analysis=analysis)
+                  qualified_only=True, analysis=analysis, semantic=inp.semantic.enabled)
     claims = run_search(scope, limit=min(inp.max_claims * CLAIM_SLATE_FACTOR, MAX_CLAIM_SLATE),
                         entity_types=frozenset({"claim"}),
                         with_candidates=inp.max_candidate_claims > 0, **common)
@@ -428,7 +428,7 @@ def assemble_recall(scope: ReadScope, inp: RecallInput, claim_run: SearchRun,
     any_candidates = claim_run.unqualified_candidate_count + artifact_run.unqualified_candidate_count
     return RecallResult(
         content_is_untrusted=True, query=inp.query, query_analysis=analysis.analysis, searched_horizons=[inp.horizon],
-        semantic_claims=semantic_status(scope.head), semantic_artifacts=semantic_status(scope.head),
+        semantic_claims=run_semantic(claim_run), semantic_artifacts=run_semantic(artifact_run),
         reranker_claims=reranker_status("claim", len(claim_run.hits)),
         reranker_artifacts=reranker_status("artifact", len(artifact_run.hits)),
         presence=presence, claims=claims, conflicts=conflicts, artifact_refs=artifact_refs,

@@ -151,7 +151,7 @@ def retrieve(scope: ReadScope, inp: RetrieveInput) -> RetrieveResult:
     recall_input = RecallInput(
         query=inp.query, horizon=inp.horizon, reason=inp.reason, max_claims=inp.max_claims,
         max_artifact_refs=inp.max_artifact_refs, max_excerpt_bytes=inp.max_excerpt_bytes,
-        min_commit_seq=inp.min_commit_seq, recency=inp.recency,
+        min_commit_seq=inp.min_commit_seq, recency=inp.recency, semantic=inp.semantic,
     )
     check_recall_bounds(recall_input)
     timings: dict[str, float] = {}

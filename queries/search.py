@@ -7,9 +7,10 @@ qualification (`lexical_qualification_v2`) and the lexical score; the typo chann
 (`tiered_rrf_v2`) and applies `bounded_recency_v1`; conflict retention, truncation and hints
 follow; ``passages`` cites each kept artifact hit by its matching passage. The `search` op
 returns unqualified candidates too; recall, context.build and probe use
-``run_search(qualified_only=True)`` and the unqualified candidate partition it reports. Dense
-vectors, the cross-encoder and cited projections are not built: their status objects say so and
-they never contribute (a dense channel joins as one more ``fusion.Channel``).
+``run_search(qualified_only=True)`` and the unqualified candidate partition it reports. The
+dense channel (`local_dense_context_v3`, ``semantic``) joins as one more ``fusion.Channel``
+where the local model is installed and the request leaves it on; the cross-encoder and cited
+projections are not built: their status objects say so and they never contribute.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from memoree import limits
 from memoree.errors import IndexNotReady, InvalidRequest
 from memoree.eventlog.events import Scope
 from memoree.inputs import SearchInput, check_limit, check_reason
+from memoree.projections.embedding import model_status as embedding_status
+
+from . import dense
 
 from .analysis import POLICY_VERSION as LEXICAL_POLICY_VERSION
 from .analysis import AnalyzedQuery, QueryAnalysis, QueryError, analyze_query, fts_phrase
@@ -42,9 +46,10 @@ from .candidates import (
     unit_idf,
     unit_membership,
 )
-from .fusion import MAX_PROMOTION, _promote, apply_recency, fuse, qualification_rank
+from .fusion import CHANNELS, MAX_PROMOTION, WITH_SEMANTIC, _promote, apply_recency, fuse, qualification_rank
 from .passages import CITATION_SPAN_LABEL, Passage, PassageScorer, attach_citations, claim_citation
 from memoree.projections.records import OwnerContext
+from .semantic import DenseTable, add_dense_candidates, channel_ready, cite_dense_only, dense_passages, fully_covered
 from .typo import fuzzy_qualify, typo_idf, typo_units
 
 __all__ = [
@@ -78,6 +83,7 @@ BASE_RETRIEVAL_MODE = (
 
 MAX_CANDIDATE_PARTITION = 16
 CANDIDATES_PER_LIMIT_SLOT = 8
+DENSE_PER_LIMIT_SLOT = 2
 
 
 REFINE_HINT = ("More matches exist than the limit of {limit}. Refine the query or explicitly raise "
@@ -276,6 +282,7 @@ class SearchRun:
     idf: dict[str, list[float]] = field(default_factory=dict)
     passages: dict[str, list[Passage]] = field(default_factory=dict)
     scorer: PassageScorer | None = None
+    semantic: SemanticChannel | None = None
 
 
 @dataclass
@@ -285,6 +292,8 @@ class TableRun:
     candidates: list[Candidate]
     idf: list[float]
     corrections: dict[int, list[str]]
+    filters: Any = None
+    matches: UnitMatches | None = None
 
 
 def table_candidates(scope: ReadScope, analysis: AnalyzedQuery, table: Table, horizon: Horizon,
@@ -315,7 +324,7 @@ def table_candidates(scope: ReadScope, analysis: AnalyzedQuery, table: Table, ho
         c.typo_expressions = [(t.index, " OR ".join(fts_phrase(x.term) for x in t.corrections))
                               for t in typos if c.doc_id in t.docs]
     corrections = {t.index: [x.term for x in t.corrections] for t in typos}
-    return TableRun(candidates, fuzzy_idf, corrections)
+    return TableRun(candidates, fuzzy_idf, corrections, filters, matches)
 
 
 def run_search(
@@ -332,6 +341,7 @@ def run_search(
     qualified_only: bool = False,
     analysis: AnalyzedQuery | None = None,
     with_candidates: bool = False,
+    semantic: bool = True,
     every_passage: bool = False,
 ) -> SearchRun:
     """Run the §5 pipeline; ``qualified_only`` drops unqualified hits (recall/context/probe).
@@ -346,10 +356,18 @@ def run_search(
     analysis = analysis or analyze(query)
     tables = [TABLES[t] for t in ("artifact", "claim") if t in entity_types]
     scoped = horizon_of(scope.ambient, horizon)
+    candidate_limit = (limit + 1) * CANDIDATES_PER_LIMIT_SLOT
     runs = {t.entity_type: table_candidates(scope, analysis, t, scoped, include_historical,
-                                            (limit + 1) * CANDIDATES_PER_LIMIT_SLOT) for t in tables}
+                                            candidate_limit) for t in tables}
+    ready = semantic and channel_ready(scope.conn, semantic)[0] == "ready"
+    index = dense.snapshot(scope.conn) if ready else None
+    channel = semantic_status(scope.head, scope.conn, requested=semantic, index=index)
+    if index is not None:
+        _run_dense(scope, index, query, analysis, runs, horizon, include_historical,
+                   (limit + 1) * DENSE_PER_LIMIT_SLOT, leads=with_candidates or not qualified_only)
     pool = [c for run in runs.values() for c in run.candidates]
-    ranked = apply_recency(fuse(pool), recency, scope.now)
+    ranked = apply_recency(fuse(pool, WITH_SEMANTIC if index is not None else CHANNELS),
+                           recency, scope.now)
     unqualified = [c for c in ranked if not c.qualified]
     partition, partition_truncated = _candidate_partition(unqualified)
     if not with_candidates:
@@ -360,7 +378,9 @@ def run_search(
     for position, c in enumerate(window, 1):
         c.final_position = position
     scorer = PassageScorer(analysis, _shared_idf(runs, analysis), _corrections(runs))
+    cite_dense_only(scope.conn, window + partition)
     passages = attach_citations(scope.conn, analysis, window + partition, scorer, every_passage)
+    passages.update(dense_passages(window))
     return SearchRun(
         analysis=analysis, horizon=horizon, limit=limit, evaluated_at=scope.now,
         recency_enabled=recency, qualified_only=qualified_only,
@@ -372,7 +392,28 @@ def run_search(
         current_commit_seq=scope.head,
         surface="mixed" if len(tables) == 2 else tables[0].entity_type,
         idf={name: run.idf for name, run in runs.items()}, passages=passages, scorer=scorer,
+        semantic=channel,
     )
+
+
+def _run_dense(scope: ReadScope, index: Any, query: str, analysis: AnalyzedQuery, runs: dict[str, TableRun],
+               horizon: str, include_historical: bool, wanted: int, leads: bool) -> None:
+    """The dense channel, for the tables whose words did not already answer every unit."""
+    tables = {name: DenseTable(TABLES[name], run.filters, run.candidates, run.matches)
+              for name, run in runs.items()}
+    wanted_tables = [t for t in tables.values() if not fully_covered(t.pool)]
+    if not wanted_tables:
+        return
+    query_vector = dense.embed_query(query)
+    if query_vector is None:
+        return
+    def table(name: str) -> DenseTable:
+        return tables.get(name) or DenseTable(
+            TABLES[name], TABLES[name].filters(scope.ambient, scope.pins, scope.now, horizon,
+                                               include_historical), [])
+
+    add_dense_candidates(scope.conn, index, query, analysis, query_vector, wanted_tables,
+                         table("claim"), table("artifact"), wanted, leads)
 
 
 def _shared_idf(runs: dict[str, TableRun], analysis: AnalyzedQuery) -> list[float]:
@@ -426,6 +467,8 @@ def _matched_by(c: Candidate, recency: bool) -> list[str]:
         labels.append("lexical_candidate_v1")
     if c.trigram_score is not None:
         labels.append(TRIGRAM_POLICY_VERSION if c.trigram_qualified else "trigram_candidate_v1")
+    if c.semantic_similarity is not None:
+        labels.append(SEMANTIC_POLICY_VERSION if c.semantic_qualified else "semantic_candidate_v1")
     if c.qualified:
         labels.append(FUSION_POLICY_VERSION)
     if c.cited_span:
@@ -461,10 +504,11 @@ def _to_hit(c: Candidate, analysis: AnalyzedQuery, now: str, recency: bool) -> S
         required_matches=analysis.required_matches, lexical_coverage=c.lexical_coverage,
         phrase_group_count=len(analysis.phrase_units),
         matched_phrase_group_count=len(c.matched_phrases), lexical_qualified=c.lexical_qualified,
-        trigram_qualified=c.trigram_qualified, semantic_qualified=False, qualified=c.qualified,
+        trigram_qualified=c.trigram_qualified, semantic_qualified=c.semantic_qualified,
+        qualified=c.qualified,
         matched_terms=list(c.matched_free), matched_phrase_groups=list(c.matched_phrases),
         trigram_matched_terms=list(c.trigram_matched_terms), trigram_similarity=c.trigram_similarity,
-        semantic_similarity=None, exact_tier=c.exact_tier, fusion_score=c.fusion,
+        semantic_similarity=c.semantic_similarity, exact_tier=c.exact_tier, fusion_score=c.fusion,
         recency_enabled=recency, recency_eligible=c.recency_eligible, lexical_score=c.lexical_score,
         recency_bonus=c.recency_bonus, lexical_position=c.lexical_position,
         final_position=c.final_position, max_promotion=MAX_PROMOTION, effective_at=c.effective_at,
@@ -482,16 +526,28 @@ def _to_hit(c: Candidate, analysis: AnalyzedQuery, now: str, recency: bool) -> S
 # The `search` op
 
 
-def retrieval_mode(recency: bool) -> str:
-    return BASE_RETRIEVAL_MODE + (f"+{RECENCY_POLICY_VERSION}" if recency else "")
+def retrieval_mode(recency: bool, semantic: bool = False) -> str:
+    return (BASE_RETRIEVAL_MODE + (f"+{SEMANTIC_POLICY_VERSION}" if semantic else "")
+            + (f"+{RECENCY_POLICY_VERSION}" if recency else ""))
 
 
-def semantic_status(head: int) -> SemanticChannel:
+def semantic_status(head: int, conn: Any = None, *, requested: bool = True,
+                    index: Any = None) -> SemanticChannel:
+    """The dense channel's state for one request (``conn``: the store; without it, disabled;
+    ``index``: the in-memory vectors this request reads, when it already holds them)."""
+    model = embedding_status()
+    state, reason = channel_ready(conn, requested) if conn is not None else ("disabled", model.reason)
+    ready = state == "ready"
+    eligible = dense.eligible_revisions(conn) if ready else 0
+    indexed = sum(dense.index_stats(index or dense.snapshot(conn))) if ready else 0
     return SemanticChannel(
-        state="disabled", policy_version=SEMANTIC_POLICY_VERSION, model_id=None,
-        model_revision=None, indexed_commit_seq=0, current_commit_seq=head,
-        eligible_revision_count=0, indexed_revision_count=0, coverage=0.0,
-        reason="this build ships no local embedding model; retrieval is lexical only",
+        state=state, policy_version=SEMANTIC_POLICY_VERSION,
+        model_id=model.model_id if model.available else None,
+        model_revision=model.revision if model.available else None,
+        indexed_commit_seq=head if ready else 0, current_commit_seq=head,
+        eligible_revision_count=eligible, indexed_revision_count=indexed,
+        coverage=round(indexed / eligible, 6) if eligible else (1.0 if ready else 0.0),
+        reason=reason,
     )
 
 
@@ -515,8 +571,8 @@ def projection_status() -> ProjectionChannel:
 def search_result(run: SearchRun, query: str) -> SearchResult:
     return SearchResult(
         query=query, query_analysis=run.analysis.analysis, horizon=run.horizon,
-        retrieval_mode=retrieval_mode(run.recency_enabled), projection=projection_status(),
-        semantic=semantic_status(run.current_commit_seq),
+        retrieval_mode=retrieval_mode(run.recency_enabled, run_semantic(run).state == "ready"),
+        projection=projection_status(), semantic=run_semantic(run),
         reranker=reranker_status(run.surface, len(run.hits)),
         qualification_applied=run.qualified_only,
         unqualified_candidate_count=run.unqualified_candidate_count,
@@ -527,12 +583,16 @@ def search_result(run: SearchRun, query: str) -> SearchResult:
     )
 
 
+def run_semantic(run: SearchRun) -> SemanticChannel:
+    return run.semantic or semantic_status(run.current_commit_seq)
+
+
 def search(scope: ReadScope, inp: SearchInput) -> SearchResult:
     """The `search` op: ranked hits including unqualified candidates."""
     with read_snapshot(scope.conn):
         run = run_search(
             scope, query=inp.query, horizon=inp.horizon, reason=inp.reason, limit=inp.limit,
             include_historical=inp.include_historical, min_commit_seq=inp.min_commit_seq,
-            recency=inp.recency.enabled,
+            recency=inp.recency.enabled, semantic=inp.semantic.enabled,
         )
     return search_result(run, inp.query)

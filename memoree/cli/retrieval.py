@@ -24,14 +24,17 @@ app.add_typer(citation_app, name="citation")
 QueryArgument = typer.Argument(..., help="The query (words, \"quoted phrases\", IDENTIFIER-123).")
 NoRecencyOption = typer.Option(False, "--no-recency", help="Disable the bounded recency nudge (pure lexical order).")
 MinCommitSeqOption = typer.Option(None, "--min-commit-seq", help="Answer INDEX_NOT_READY until this commit is visible.")
+NoSemanticOption = typer.Option(False, "--no-semantic", help="Turn the dense (meaning) channel off: the lexical answer.")
 
 
 def _retrieval_input(query: list[str], horizon: str, reason: Optional[str], no_recency: bool,
-                     min_commit_seq: Optional[int], **fields: Any) -> dict[str, Any]:
+                     min_commit_seq: Optional[int], no_semantic: bool = False, **fields: Any) -> dict[str, Any]:
     payload = drop_none(query=" ".join(query), horizon=horizon, reason=reason,
                          min_commit_seq=min_commit_seq, **fields)
     if no_recency:
         payload["recency"] = {"enabled": False}
+    if no_semantic:
+        payload["semantic"] = {"enabled": False}
     return payload
 
 
@@ -44,9 +47,10 @@ def search_command(
     include_historical: bool = typer.Option(False, "--include-historical", help="Also old revisions, forgotten, retracted, future and expired."),
     min_commit_seq: Optional[int] = MinCommitSeqOption,
     no_recency: bool = NoRecencyOption,
+    no_semantic: bool = NoSemanticOption,
 ) -> None:
     """Ranked hits with exact citations, including unqualified candidates."""
-    send("search", _retrieval_input(query, horizon, reason, no_recency, min_commit_seq, limit=limit,
+    send("search", _retrieval_input(query, horizon, reason, no_recency, min_commit_seq, no_semantic=no_semantic, limit=limit,
                                      include_historical=include_historical or None))
 
 
@@ -62,10 +66,11 @@ def recall_command(
     max_candidate_artifact_refs: int = typer.Option(0, "--max-candidate-artifact-refs", help="0 to 16 unqualified artifact leads."),
     min_commit_seq: Optional[int] = MinCommitSeqOption,
     no_recency: bool = NoRecencyOption,
+    no_semantic: bool = NoSemanticOption,
 ) -> None:
     """Claim-first recall: current or disputed claims with evidence, then artifact references."""
     send("memory.recall", _retrieval_input(
-        query, horizon, reason, no_recency, min_commit_seq, max_claims=max_claims,
+        query, horizon, reason, no_recency, min_commit_seq, no_semantic=no_semantic, max_claims=max_claims,
         max_artifact_refs=max_artifact_refs, max_excerpt_bytes=max_excerpt_bytes,
         max_candidate_claims=max_candidate_claims, max_candidate_artifact_refs=max_candidate_artifact_refs,
     ))
@@ -81,10 +86,11 @@ def context_build_command(
     include_historical: bool = typer.Option(False, "--include-historical"),
     min_commit_seq: Optional[int] = MinCommitSeqOption,
     no_recency: bool = NoRecencyOption,
+    no_semantic: bool = NoSemanticOption,
 ) -> None:
     """Render qualified hits as byte-bounded Markdown with every source line quoted."""
     send("context.build", _retrieval_input(
-        query, horizon, reason, no_recency, min_commit_seq, limit=limit, max_bytes=max_bytes,
+        query, horizon, reason, no_recency, min_commit_seq, no_semantic=no_semantic, limit=limit, max_bytes=max_bytes,
         include_historical=include_historical or None,
     ))
 
@@ -98,9 +104,10 @@ def probe_command(
     max_leads: int = typer.Option(8, "--max-leads", help="1 to 8."),
     min_commit_seq: Optional[int] = MinCommitSeqOption,
     no_recency: bool = NoRecencyOption,
+    no_semantic: bool = NoSemanticOption,
 ) -> None:
     """List unqualified leads (exact citations, no content) worth fetching explicitly."""
-    send("memory.probe", _retrieval_input(query, horizon, reason, no_recency, min_commit_seq,
+    send("memory.probe", _retrieval_input(query, horizon, reason, no_recency, min_commit_seq, no_semantic=no_semantic,
                                            original_query=original_query, max_leads=max_leads))
 
 
@@ -117,11 +124,12 @@ def retrieve_command(
     max_recovery_bytes: int = typer.Option(12288, "--max-recovery-bytes", help="1 to 12288."),
     min_commit_seq: Optional[int] = MinCommitSeqOption,
     no_recency: bool = NoRecencyOption,
+    no_semantic: bool = NoSemanticOption,
     profile: bool = typer.Option(False, "--profile", help="Report stage timings."),
 ) -> None:
     """Recall, plus one bounded recovery of unqualified exact evidence when no claim qualified."""
     send("memory.retrieve", _retrieval_input(
-        query, horizon, reason, no_recency, min_commit_seq, reformulation=reformulation,
+        query, horizon, reason, no_recency, min_commit_seq, no_semantic=no_semantic, reformulation=reformulation,
         max_claims=max_claims, max_artifact_refs=max_artifact_refs, max_excerpt_bytes=max_excerpt_bytes,
         max_recovery_leads=max_recovery_leads, max_recovery_bytes=max_recovery_bytes,
         profile=profile or None,

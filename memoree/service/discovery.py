@@ -59,6 +59,7 @@ def capabilities(ops: Mapping[str, OpSpec], service: Any = None) -> dict[str, An
                    "fts5_secure_delete": feats.secure_delete},
         "retrieval": ["fts5_bm25:lexical_qualification_v2", "fts5_trigram:trigram_typo_v1",
                       "fusion:tiered_rrf_v2", "recency:bounded_recency_v1"],
+        "semantic": _semantic(service),
         "node_key": _node_key(service),
         "guarantees": [
             "every successful mutation appends exactly one event and advances commit_seq by one",
@@ -68,6 +69,12 @@ def capabilities(ops: Mapping[str, OpSpec], service: Any = None) -> dict[str, An
         "operations": [_operation_entry(spec) for spec in ops.values()],
     }
     return document
+
+
+def _semantic(service: Any) -> dict[str, Any]:
+    from memoree.queries.dense import describe
+
+    return describe(service.engine.conn if service is not None else None)
 
 
 def _store_kind(service: Any) -> str:

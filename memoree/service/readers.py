@@ -73,6 +73,7 @@ def doctor(service: Service, request: Request, inp: Any) -> dict[str, Any]:
     from memoree import __version__
     from memoree.eventlog.db import features
     from memoree.projections.base import checkpoints
+    from memoree.queries.dense import describe
 
     engine = service.engine
     head = engine.head()
@@ -87,6 +88,7 @@ def doctor(service: Service, request: Request, inp: Any) -> dict[str, Any]:
         "retrieval_mode": "fts5_trigram_hybrid" if feats.trigram else "fts5",
         "data_dir": str(service.data_dir),
         "last_commit_seq": head,
+        "semantic": describe(engine.conn),
         "projections": [
             {"name": name, "version": version, "position": position, "lag": head - position}
             for name, (version, position) in sorted(checkpoints(engine.conn).items())

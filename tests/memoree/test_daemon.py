@@ -144,11 +144,13 @@ class TestTransport:
         assert (2, "CONFIG_ERROR") == (result.returncode, json.loads(result.stdout)["error"]["code"])
 
     def test_clean_call_imports_only_the_standard_library(self, daemon: Running, tmp_path: Path) -> None:
-        """memoree call to a running daemon never loads msgspec, SQLite, typer, pydantic or structlog."""
+        """memoree call to a running daemon never loads msgspec, SQLite, typer, pydantic, structlog,
+        numpy or the embedding model (its tokenizer and weights)."""
         probe_code = ("import sys, json; from memoree.client import call as callcmd;"
                       "body, code = callcmd.run(json.dumps({'request_id':'c','op':'capabilities','input':{}}).encode());"
                       "assert code == 0, body;"
-                      "heavy = ('msgspec','sqlite3','pysqlite3','sqlite_utils','typer','pydantic','structlog','rich','blake3','click');"
+                      "heavy = ('msgspec','sqlite3','pysqlite3','sqlite_utils','typer','pydantic','structlog','rich','blake3','click',"
+                      "'numpy','tokenizers','safetensors','wordllama');"
                       "print(json.dumps(sorted(m for m in heavy if m in sys.modules)))")
         result = subprocess.run([sys.executable, "-c", probe_code], capture_output=True, cwd=tmp_path,
                                 env=clean_env(MEMOREE_ENDPOINT=str(daemon.endpoint)), timeout=30)

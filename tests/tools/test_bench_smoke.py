@@ -21,3 +21,16 @@ class TestDaemonBenchSmoke:
         rows = daemon.main(["--quick"])
         assert len(rows) in (6, 7)  # the peer row needs eventsourcing installed
         assert all(row.ours > 0 and row.baseline > 0 for row in rows)
+
+
+class TestSemanticBenchSmoke:
+    def test_semantic_benchmark_runs_and_reports_every_row(self) -> None:
+        """The dense channel's cost benchmark measures each side of every row and leaves the
+        model switched on for the rest of the process."""
+        from memoree.projections import embedding
+        from tools.bench import semantic
+
+        rows = semantic.main(["--quick", "--n", "120", "--puts", "10", "--scan-rows", "5000"])
+        assert 5 == len(rows)
+        assert all(row.ours > 0 and row.baseline > 0 for row in rows)
+        assert embedding.load_model() is not None

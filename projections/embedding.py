@@ -1,0 +1,165 @@
+"""The local text-embedding model: which one, whether it is installed, and text -> unit vector.
+
+memoree embeds with WordLlama's ``l2_supercat`` static token embeddings (MIT), which the
+``wordllama`` wheel ships (256 dimensions, 16 MB, plus its tokenizer file): nothing is downloaded,
+ever. This module reads those two files straight from the installed package (the package's own
+loader looks for the tokenizer in the wrong folder and then tries to download it), tokenizes with
+``tokenizers``, averages the token rows and normalizes. A static model has no attention, so the
+same text always gives the same vector, on any batch, which is what makes the ``vectors``
+projection a deterministic function of the log and the model version.
+
+Loading is lazy and happens once per process (the daemon or an embedded engine); nothing here is
+imported on the ``memoree call`` path, and numpy is imported only when a model is loaded. Where
+the package is missing or ``MEMOREE_SEMANTIC=off`` is set, ``load_model()`` returns ``None`` and
+``model_status()`` says why: retrieval is then lexical, never an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DIMENSIONS", "MODEL_ID", "Model", "ModelStatus", "load_model", "model_status", "quantize",
+]
+
+MODEL_ID = "wordllama/l2_supercat_256"
+PACKAGE = "wordllama"
+WEIGHTS_FILE = "weights/l2_supercat_256.safetensors"
+TOKENIZER_FILE = "tokenizers/l2_supercat_tokenizer_config.json"
+TENSOR_KEY = "embedding.weight"
+DIMENSIONS = 256
+# Embedding a text past this many tokens adds nothing an average can still tell apart, and it
+# bounds the work one write or one query can cause (a 64 KiB query word is ~16k tokens).
+MAX_TOKENS = 2048
+QUANT_SCALE = 127.0
+DISABLE_ENV = "MEMOREE_SEMANTIC"
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """Whether the model can be used here, and if not, why."""
+
+    available: bool
+    model_id: str
+    revision: str | None
+    dimensions: int
+    reason: str
+
+
+class Model:
+    """A loaded static embedding model: ``embed(texts)`` -> unit float32 rows."""
+
+    def __init__(self, folder: Path, revision: str) -> None:
+        import numpy as np
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        self.np = np
+        self.revision = revision
+        self.table = np.ascontiguousarray(load_file(str(folder / WEIGHTS_FILE))[TENSOR_KEY], dtype=np.float32)
+        self.tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+
+    def embed(self, texts: list[str]) -> Any:
+        """One unit vector per text (all zeros for a text with no tokens), float32 ``(n, 256)``."""
+        return self._normalized([self._token_sum(ids) for ids in self._tokenize(texts)])
+
+    def embed_documents(self, documents: list[tuple[str, list[str]]]) -> Any:
+        """For each (title, passages): the title's unit vector, then each passage's read under
+        the title (the title's token rows added to the passage's), all tokenized in one batch
+        with each title tokenized once. Rows in order, float32 ``(titles + passages, 256)``."""
+        texts = [text for title, passages in documents for text in (title, *passages)]
+        sums = [self._token_sum(ids) for ids in self._tokenize(texts)]
+        rows, position = [], 0
+        for _, passages in documents:
+            title_sum = sums[position]
+            rows.append(title_sum)
+            rows += [title_sum + sums[position + 1 + i] for i in range(len(passages))]
+            position += 1 + len(passages)
+        return self._normalized(rows)
+
+    def _tokenize(self, texts: list[str]) -> list[list[int]]:
+        if not texts:
+            return []
+        # encode_batch_fast gives the same ids without computing character offsets (not used here).
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        return [item.ids[:MAX_TOKENS] for item in encode(texts, add_special_tokens=False)]
+
+    def _token_sum(self, ids: list[int]) -> Any:
+        # Each text's rows are summed on their own, row after row: a vector never depends on
+        # which other texts shared its batch, so a replay in bulk rebuilds what one write stored.
+        np = self.np
+        if not ids:
+            return np.zeros(self.table.shape[1], dtype=np.float32)
+        tokens = np.asarray(ids, dtype=np.int64)
+        np.clip(tokens, 0, self.table.shape[0] - 1, out=tokens)
+        return self.table[tokens].sum(axis=0)
+
+    def _normalized(self, sums: list[Any]) -> Any:
+        np = self.np
+        if not sums:
+            return np.zeros((0, self.table.shape[1]), dtype=np.float32)
+        block = np.stack(sums)
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+        good = norms > 0
+        block[good] /= norms[good, None]
+        block[~good] = 0.0
+        return block
+
+
+def quantize(np: Any, vectors: Any) -> list[bytes]:
+    """Unit float32 rows -> int8 rows (``round(x * 127)``), the bytes the projection stores."""
+    scaled = np.rint(vectors * np.float32(QUANT_SCALE))
+    return [row.tobytes() for row in np.clip(scaled, -127, 127).astype(np.int8)]
+
+
+def _package_folder() -> tuple[Path | None, str | None]:
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None, None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    try:
+        from importlib.metadata import version
+
+        revision = version(PACKAGE)
+    except Exception:  # noqa: BLE001 - an unreadable dist-info only loses the revision label
+        revision = "unknown"
+    return folder, revision
+
+
+def _disabled_by_environment() -> bool:
+    return os.environ.get(DISABLE_ENV, "").strip().lower() in {"0", "off", "false", "no", "disabled"}
+
+
+@functools.cache
+def _probe() -> tuple[ModelStatus, Model | None]:
+    if _disabled_by_environment():
+        return ModelStatus(False, MODEL_ID, None, DIMENSIONS,
+                           f"turned off by {DISABLE_ENV}; retrieval is lexical only"), None
+    folder, revision = _package_folder()
+    if folder is None or not (folder / WEIGHTS_FILE).is_file() or not (folder / TOKENIZER_FILE).is_file():
+        return ModelStatus(False, MODEL_ID, None, DIMENSIONS,
+                           "the embedding model is not installed (pip install wordllama); "
+                           "retrieval is lexical only"), None
+    try:
+        model = Model(folder, revision or "unknown")
+    except Exception as exc:  # noqa: BLE001 - a broken install answers lexically, never errors
+        return ModelStatus(False, MODEL_ID, revision, DIMENSIONS,
+                           f"the embedding model could not be loaded ({type(exc).__name__}); "
+                           "retrieval is lexical only"), None
+    return ModelStatus(True, MODEL_ID, revision, DIMENSIONS, "local static embedding model loaded"), model
+
+
+def load_model() -> Model | None:
+    """The process's model (loaded on first use), or ``None`` where it cannot be used."""
+    return _probe()[1]
+
+
+def model_status() -> ModelStatus:
+    return _probe()[0]

@@ -1,0 +1,190 @@
+"""The vectors projection: one embedding per artifact passage and per claim revision.
+
+This module owns the dense side of retrieval's index: for every artifact revision, one vector
+for its title and one per passage of its index text (lines packed into windows of at most
+``PASSAGE_BYTES``, each with its exact ``[start_byte, end_byte)`` in that text), and for every
+claim revision one vector for its statement. Vectors are the local model's unit embeddings
+(``projections.embedding``) quantized to int8, so they are a pure function of the log and the
+model: a replay rebuilds the same bytes, and ``verify`` compares them like any other rows.
+
+Rows are keyed like the FTS projection's (artifact passages by ``doc_id << 16 | ordinal``, claims
+by ``doc_id``), so they only ever grow, except when a purge removes an artifact's passages: each
+purge bumps ``vector_state.generation`` (absent = 0), which tells a reader's in-memory copy to reload.
+
+The projector reads the index text the FTS projector wrote earlier in the same transaction (so a
+purged body is never embedded on replay), and runs inside the mutation's transaction: a read at
+or after the write's ``commit_seq`` finds its vectors. Where the model is not installed the
+projector writes nothing and carries version 0; installing the model makes that version stale,
+so the store rebuilds the projection from the log on its next open.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from memoree.eventlog.store import RecordedEvent
+
+from .embedding import load_model, quantize
+from .fts import CHUNK_ID_BITS
+
+__all__ = ["PASSAGE_BYTES", "VectorsProjector", "passage_spans", "projector_version"]
+
+PASSAGE_BYTES = 512
+# A revision's passages past this many are not embedded: they bound one write's work (the first
+# 256 KiB of text are covered; lexical search still covers all of it).
+MAX_PASSAGES = 512
+BULK_BATCH = 512
+# 2: a passage is its own tokens plus its title's (was: the text "title\npassage" tokenized).
+MODEL_VERSION = 2
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS artifact_vectors (
+    vec_id INTEGER PRIMARY KEY,
+    doc_id INTEGER NOT NULL,
+    revision_id TEXT NOT NULL,
+    artifact_id TEXT NOT NULL,
+    start_byte INTEGER,
+    end_byte INTEGER,
+    vector BLOB NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS artifact_vectors_by_artifact ON artifact_vectors(artifact_id);
+CREATE TABLE IF NOT EXISTS claim_vectors (
+    doc_id INTEGER PRIMARY KEY,
+    revision_id TEXT NOT NULL,
+    vector BLOB NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS vector_state (
+    key TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) STRICT;
+"""
+
+
+def projector_version() -> int:
+    """``MODEL_VERSION`` where the model is loaded here, else 0 (an empty projection)."""
+    return MODEL_VERSION if load_model() is not None else 0
+
+
+def _char_start(data: bytes, index: int) -> int:
+    """The nearest index at or before ``index`` that starts a UTF-8 character."""
+    while 0 < index < len(data) and (data[index] & 0xC0) == 0x80:
+        index -= 1
+    return index
+
+
+def _split_long(data: bytes, start: int, end: int, limit: int) -> list[tuple[int, int]]:
+    spans = []
+    while end - start > limit:
+        cut = data.rfind(b" ", start + 1, start + limit)
+        cut = cut + 1 if cut > start else _char_start(data, start + limit)
+        if cut <= start:  # a character wider than the limit cannot happen for limit >= 4
+            cut = start + limit
+        spans.append((start, cut))
+        start = cut
+    spans.append((start, end))
+    return spans
+
+
+def passage_spans(data: bytes, limit: int = PASSAGE_BYTES) -> list[tuple[int, int]]:
+    """Windows of whole lines (a longer line split at spaces), each at most ``limit`` bytes,
+    that together cover the non-blank text; spans are exact byte offsets into ``data``."""
+    spans: list[tuple[int, int]] = []
+    current: tuple[int, int] | None = None
+    position = 0
+    for line in data.splitlines(keepends=True):
+        start, end = position, position + len(line)
+        position = end
+        if not line.strip():
+            continue
+        if current is not None and end - current[0] <= limit:
+            current = (current[0], end)
+            continue
+        if current is not None:
+            spans.append(current)
+        pieces = _split_long(data, start, end, limit)
+        spans.extend(pieces[:-1])
+        current = pieces[-1]
+    if current is not None:
+        spans.append(current)
+    return spans
+
+
+class VectorsProjector:
+    """Embeds artifact passages and claim statements; owns the vector tables."""
+
+    name: ClassVar[str] = "vectors"
+    schema: ClassVar[str] = SCHEMA
+
+    def __init__(self) -> None:
+        self.model = load_model()
+        self.version = MODEL_VERSION if self.model is not None else 0
+        self.bulk = False
+        self.pending_artifacts: list[tuple[int, str, str, str, list[tuple[int, int]], list[str]]] = []
+        self.pending_rows = 0
+        self.pending_claims: list[tuple[int, str, str]] = []
+
+    def begin_bulk(self, conn: Any) -> None:
+        self.bulk = True
+
+    def end_bulk(self, conn: Any) -> None:
+        self._flush(conn)
+        self.bulk = False
+
+    def apply(self, conn: Any, event: RecordedEvent) -> None:
+        if self.model is None:
+            return
+        if event.type in ("artifact.created", "artifact.revised"):
+            self._artifact_revision(conn, event.payload.revision_id)
+        elif event.type in ("claim.asserted", "claim.revised"):
+            self._claim_revision(conn, event.payload.revision_id)
+        elif event.type == "artifact.purged":
+            self._flush(conn)
+            self._erase(conn, event.payload.artifact_id)
+
+    def _artifact_revision(self, conn: Any, revision_id: str) -> None:
+        doc_id, artifact_id, title, body = conn.execute(
+            "SELECT doc_id, artifact_id, title, body FROM artifact_search_text WHERE revision_id = ?",
+            (revision_id,)).fetchone()
+        data = body.encode("utf-8")
+        spans = passage_spans(data)[:MAX_PASSAGES]
+        passages = [data[start:end].decode("utf-8") for start, end in spans]
+        self.pending_artifacts.append((doc_id, revision_id, artifact_id, title, spans, passages))
+        self.pending_rows += 1 + len(spans)
+        if not self.bulk or self.pending_rows >= BULK_BATCH:
+            self._flush(conn)
+
+    def _claim_revision(self, conn: Any, revision_id: str) -> None:
+        doc_id, statement = conn.execute(
+            "SELECT doc_id, statement FROM claim_search_text WHERE revision_id = ?", (revision_id,)).fetchone()
+        self.pending_claims.append((doc_id, revision_id, statement))
+        if not self.bulk or len(self.pending_claims) >= BULK_BATCH:
+            self._flush(conn)
+
+    def _flush(self, conn: Any) -> None:
+        if self.model is None:
+            return
+        np = self.model.np
+        if self.pending_artifacts:
+            revisions, self.pending_artifacts, self.pending_rows = self.pending_artifacts, [], 0
+            blobs = iter(quantize(np, self.model.embed_documents([(r[3], r[5]) for r in revisions])))
+            rows = []
+            for doc_id, revision_id, artifact_id, _, spans, _ in revisions:
+                first = doc_id << CHUNK_ID_BITS
+                rows.append((first, doc_id, revision_id, artifact_id, None, None, next(blobs)))
+                rows += [(first + ordinal, doc_id, revision_id, artifact_id, start, end, next(blobs))
+                         for ordinal, (start, end) in enumerate(spans, start=1)]
+            conn.executemany(
+                "INSERT INTO artifact_vectors (vec_id, doc_id, revision_id, artifact_id, start_byte, "
+                "end_byte, vector) VALUES (?,?,?,?,?,?,?)", rows)
+        if self.pending_claims:
+            claims, self.pending_claims = self.pending_claims, []
+            blobs = quantize(np, self.model.embed([row[-1] for row in claims]))
+            conn.executemany("INSERT INTO claim_vectors (doc_id, revision_id, vector) VALUES (?,?,?)",
+                             [(doc_id, rev, blob) for (doc_id, rev, _), blob in zip(claims, blobs)])
+
+    def _erase(self, conn: Any, artifact_id: str) -> None:
+        """Purge: the artifact's passage vectors go (title vectors stay, as titles stay in the log)."""
+        conn.execute("DELETE FROM artifact_vectors WHERE artifact_id = ? AND start_byte IS NOT NULL",
+                     (artifact_id,))
+        conn.execute("INSERT INTO vector_state (key, value) VALUES ('generation', 1) "
+                     "ON CONFLICT(key) DO UPDATE SET value = value + 1")

@@ -1,0 +1,176 @@
+"""The dense channel: meaning finds what words miss, inside the same horizon, and never answers
+an unanswerable question; it can be turned off per request and is absent without the model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memoree.projections import embedding
+from tests.conftest import CTX, Caller
+
+SIBLING = {"workspace_id": CTX["workspace_id"], "project_id": "prj_sibling"}
+QUESTION = "How are passwords stored?"
+
+
+def claim(call: Caller, statement: str, *, evidence: list[dict[str, Any]] | None = None,
+          context: dict[str, Any] = CTX) -> dict[str, Any]:
+    call.counter += 1
+    return call.ok("claim.assert", {"claim_type": "decision", "statement": statement,
+                                    "evidence": evidence or []}, key=f"c-{call.counter}",
+                   context=context)["result"]
+
+
+def seed(call: Caller) -> dict[str, Any]:
+    """A decision worded unlike ``QUESTION``, its source, and unrelated claims around it."""
+    source = call.put_text("Security notes: user credentials are hashed with argon2 before writing.",
+                           title="security notes")
+    made = claim(call, "User credentials are hashed with argon2",
+                 evidence=[{"artifact_id": source["artifact_id"], "revision_id": source["revision_id"]}])
+    claim(call, "The billing service stores invoices in PostgreSQL")
+    claim(call, "Search results are ranked with BM25")
+    return {"source": source, "claim": made}
+
+
+def recall(call: Caller, query: str, context: dict[str, Any] = CTX, **fields: Any) -> dict[str, Any]:
+    return call.ok("memory.recall", {"query": query, **fields}, context=context)["result"]
+
+
+def without_clock(document: Any) -> Any:
+    """A response with its evaluation instant removed (two requests are never at one instant)."""
+    if isinstance(document, dict):
+        return {k: without_clock(v) for k, v in document.items() if k != "evaluated_at"}
+    if isinstance(document, list):
+        return [without_clock(v) for v in document]
+    return document
+
+
+@pytest.fixture
+def model_missing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(embedding.DISABLE_ENV, "off")
+    embedding._probe.cache_clear()
+    yield
+    monkeypatch.delenv(embedding.DISABLE_ENV)
+    embedding._probe.cache_clear()
+
+
+class TestMeaning:
+    """A question that shares no word with a claim still finds it, with its evidence."""
+
+    def test_a_paraphrase_recalls_the_claim_and_its_source(self, call: Caller) -> None:
+        """The claim and the artifact it cites come back; the ranking says the dense channel found them."""
+        made = seed(call)
+        result = recall(call, QUESTION)
+        assert "claims" == result["presence"] and "ready" == result["semantic_claims"]["state"]
+        assert [made["claim"]["claim_id"]] == [c["claim_id"] for c in result["claims"]]
+        assert [made["source"]["artifact_id"]] == [a["artifact_id"] for a in result["artifact_refs"]]
+        hit = call.ok("search", {"query": QUESTION})["result"]["hits"][0]
+        assert hit["ranking"]["semantic_qualified"] and not hit["ranking"]["lexical_qualified"]
+        assert hit["ranking"]["semantic_similarity"] > 0 and "local_dense_context_v3" in hit["matched_by"]
+
+    def test_the_channel_sees_only_the_callers_horizon(self, call: Caller) -> None:
+        """A claim in a sibling project is never found ambiently, by meaning or otherwise."""
+        claim(call, "User credentials are hashed with argon2", context=SIBLING)
+        result = recall(call, QUESTION)
+        assert "none" == result["presence"]
+        hits = call.ok("search", {"query": QUESTION})["result"]["hits"]
+        assert all(h["context"]["project_id"] == CTX["project_id"] for h in hits)
+
+    def test_an_artifact_that_is_only_near_is_a_lead_not_an_answer(self, call: Caller) -> None:
+        """A note near the question that no claim cites may be a search candidate, never a recall answer."""
+        call.put_text("Musings on how one might keep user secrets safe some day.", title="idle thoughts")
+        result = recall(call, QUESTION)
+        assert "none" == result["presence"]
+        hits = call.ok("search", {"query": QUESTION})["result"]["hits"]
+        assert hits and all(h["ranking"]["semantic_similarity"] and not h["ranking"]["qualified"] for h in hits)
+
+
+    def test_a_qualified_claim_brings_its_cited_source(self, call: Caller) -> None:
+        """The source a qualifying claim cites is returned with it, qualified by meaning and cited by
+        an exact span, even when many other notes are nearer the question than the source."""
+        text = "Release train notes.\nUser credentials are hashed with argon2 before writing.\nMisc."
+        source = call.put_text(text, title="release train")
+        start = text.encode().index(b"User")
+        end = start + len("User credentials are hashed with argon2 before writing.")
+        evidence = [{"artifact_id": source["artifact_id"], "revision_id": source["revision_id"],
+                     "start_byte": start, "end_byte": end}]
+        claim(call, "User credentials are hashed with argon2", evidence=evidence)
+        for n in range(12):
+            call.put_text(f"Password storage musings number {n}: how are passwords kept safe?",
+                          title=f"password musings {n}")
+        result = recall(call, QUESTION)
+        assert source["artifact_id"] in [a["artifact_id"] for a in result["artifact_refs"]]
+        hits = call.ok("search", {"query": QUESTION, "limit": 40})["result"]["hits"]
+        cited = next(h for h in hits if h["entity_id"] == source["artifact_id"])
+        assert cited["ranking"]["semantic_qualified"] and "#" in cited["citation"]
+
+    def test_a_near_claim_whose_source_answers_by_words_qualifies(self, call: Caller) -> None:
+        """Both channels agree: the claim is near by meaning and its cited source matches the words."""
+        source = call.put_text("Vault rotation runbook: the vault keys rotate every quarter on the first Monday.",
+                               title="vault rotation runbook")
+        made = claim(call, "Encryption keys are renewed each quarter",
+                     evidence=[{"artifact_id": source["artifact_id"], "revision_id": source["revision_id"]}])
+        claim(call, "The billing service stores invoices in PostgreSQL")
+        result = recall(call, "when do vault keys rotate")
+        assert made["claim_id"] in [c["claim_id"] for c in result["claims"]]
+
+
+class TestHonestNone:
+    """Nearness alone does not answer a question memory cannot answer."""
+
+    def test_an_unanswerable_question_stays_none(self, call: Caller) -> None:
+        """A question about something never stored gets presence none."""
+        seed(call)
+        assert "none" == recall(call, "Who signs the mobile application certificates?")["presence"]
+
+    def test_a_shared_topic_word_alone_is_no_answer(self, call: Caller) -> None:
+        """A claim that is near only because it shares the query's topic word does not qualify."""
+        claim(call, "Webhook retries back off exponentially")
+        assert "none" == recall(call, "webhook signing secret rotation")["presence"]
+
+
+class TestTurningItOff:
+    """semantic.enabled=false, or a store without the model, gives the lexical answer."""
+
+    def test_off_per_request_equals_the_lexical_answer(self, call: Caller, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The hits with the channel turned off are exactly those of the same store without a model."""
+        seed(call)
+        request = {"query": QUESTION, "recency": {"enabled": False}}
+        off = call.ok("search", {**request, "semantic": {"enabled": False}})["result"]
+        on = call.ok("search", request)["result"]
+        assert off["hits"] != on["hits"] and "disabled" == off["semantic"]["state"]
+        monkeypatch.setenv(embedding.DISABLE_ENV, "off")
+        embedding._probe.cache_clear()
+        try:
+            lexical = call.ok("search", request)["result"]
+        finally:
+            monkeypatch.delenv(embedding.DISABLE_ENV)
+            embedding._probe.cache_clear()
+        assert without_clock(lexical["hits"]) == without_clock(off["hits"])
+        assert lexical["retrieval_mode"] == off["retrieval_mode"] != on["retrieval_mode"]
+
+    def test_a_store_without_the_model_answers_lexically_and_says_so(self, call: Caller, model_missing: None) -> None:
+        """No error: recall answers from words, and capabilities/doctor report the channel off."""
+        seed(call)
+        result = recall(call, "credentials argon2")
+        assert "claims" == result["presence"] and "disabled" == result["semantic_claims"]["state"]
+        for op in ("capabilities", "doctor"):
+            semantic = call.ok(op, {})["result"]["semantic"]
+            assert (False, embedding.MODEL_ID) == (semantic["enabled"], semantic["model_id"])
+            assert "lexical" in semantic["reason"]
+
+    def test_the_status_counts_what_is_indexed(self, call: Caller) -> None:
+        """A search's semantic status counts every revision written as eligible and indexed."""
+        seed(call)
+        status = call.ok("search", {"query": QUESTION})["result"]["semantic"]
+        assert (4, 4, 1.0) == (status["eligible_revision_count"], status["indexed_revision_count"],
+                               status["coverage"])
+
+    def test_capabilities_name_the_model(self, call: Caller) -> None:
+        """With the model installed, capabilities name it, its revision and dimensions, and say it is on."""
+        semantic = call.ok("capabilities", {})["result"]["semantic"]
+        assert (embedding.MODEL_ID, embedding.DIMENSIONS, True) == (
+            semantic["model_id"], semantic["dimensions"], semantic["enabled"])
+        assert semantic["model_revision"]

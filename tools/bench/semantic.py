@@ -1,0 +1,217 @@
+"""What the dense channel costs: put rate, reindex and search latency with it and without it.
+
+    python -m tools.bench.semantic [--n 10000] [--claims 0.1] [--puts 300] [--reps 5] [--quick]
+
+Both sides run in one process, interleaved, so machine noise (a shared machine) falls on both
+alike. The store holds N synthetic artifacts (``tools.bench.search``'s corpus) and ``--claims``
+× N claims (a sentence of an artifact each), bulk loaded by group commit with the model on.
+
+- reindex: the whole log rebuilt with the model off (``MEMOREE_SEMANTIC=off``: the vectors
+  projector writes nothing, as where the model is not installed) and on, alternately, twice
+  each; the best of each side;
+- search p50/p95: the `search` op over the same query mix plus natural questions, each query
+  asked with ``semantic.enabled`` false and true, alternately;
+- put rate: durable one-by-one ``artifact.put`` of 1 KiB texts into two fresh stores, one opened
+  with the model off and one with it on, ten at a time alternately.
+Ratios are with / without.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tools.bench.common import Row, percentile, print_table
+
+QUESTIONS = ["how are the release notes kept", "which team owns the build cache",
+             "what happened to the old migration plan", "who approves a production change"]
+OFF = "MEMOREE_SEMANTIC"
+
+
+def model_switch(on: bool) -> None:
+    """Turn the local model on or off for whatever opens or rebuilds next in this process."""
+    from memoree.projections import embedding
+
+    if on:
+        os.environ.pop(OFF, None)
+    else:
+        os.environ[OFF] = "off"
+    embedding._probe.cache_clear()
+
+
+def claim_requests(texts: list[str], share: float) -> list[bytes]:
+    from tools.bench.search import CONTEXT
+
+    step = max(1, round(1 / share)) if share > 0 else 0
+    picked = texts[::step] if step else []
+    return [json.dumps({"v": 1, "request_id": f"c{i}", "op": "claim.assert", "idempotency_key": f"claim{i}",
+                        "context": CONTEXT, "input": {"claim_type": "fact",
+                                                      "statement": text.split(". ")[0][:300]}}).encode()
+            for i, text in enumerate(picked)]
+
+
+def timed_reindex(service: Any, on: bool) -> float:
+    model_switch(on)
+    started = time.perf_counter()
+    service.engine.reindex()
+    return time.perf_counter() - started
+
+
+def search_samples(service: Any, mix: list[str], reps: int) -> dict[bool, list[float]]:
+    from tools.bench.search import CONTEXT
+
+    samples: dict[bool, list[float]] = {False: [], True: []}
+    for rep in range(reps):
+        for query in mix:
+            for enabled in (False, True) if rep % 2 == 0 else (True, False):
+                body = json.dumps({"v": 1, "request_id": f"s{rep}", "op": "search", "context": CONTEXT,
+                                   "input": {"query": query, "semantic": {"enabled": enabled}}}).encode()
+                started = time.perf_counter()
+                reply = service.handle_bytes(body)
+                samples[enabled].append((time.perf_counter() - started) * 1000)
+                assert reply.ok, reply.body[:300]
+    return samples
+
+
+def put_rates(folder: Path, puts: int) -> dict[bool, float]:
+    from memoree.service.service import Service
+    from tools.bench.put import texts as put_texts
+    from tools.bench.search import CONTEXT
+
+    services = {}
+    for on in (False, True):
+        model_switch(on)
+        services[on] = Service(folder / f"puts-{on}")
+    model_switch(True)
+    items = put_texts(puts)
+    spent = {False: 0.0, True: 0.0}
+    for start in range(0, puts, 10):
+        for on in (False, True):
+            for i in range(start, min(puts, start + 10)):
+                body = json.dumps({"v": 1, "request_id": f"p{i}", "op": "artifact.put",
+                                   "idempotency_key": f"put{i}", "context": CONTEXT,
+                                   "input": {"kind": "note", "title": "bench",
+                                             "content": {"type": "text", "data": items[i]}}}).encode()
+                started = time.perf_counter()
+                reply = services[on].handle_bytes(body)
+                spent[on] += time.perf_counter() - started
+                assert reply.ok, reply.body[:300]
+    for service in services.values():
+        service.close()
+    return {on: puts / seconds for on, seconds in spent.items()}
+
+
+def measure(n: int, claims: float, puts: int, reps: int, say: Callable[[str], None] = print) -> dict[str, float]:
+    from memoree.service.service import Service
+    from tools.bench.bulk import bulk_load, requests
+    from tools.bench.search import make_corpus, query_mix
+
+    model_switch(True)
+    corpus = make_corpus(n)
+    folder = Path(tempfile.mkdtemp(prefix="bench-semantic-"))
+    service = Service(folder / "data")
+    load_seconds = bulk_load(service, requests(corpus.texts, corpus.titles) + claim_requests(corpus.texts, claims),
+                             500)
+    say(f"loaded {n} artifacts in {load_seconds:.1f} s")
+    reindex = {False: [], True: []}
+    for on in (False, True, False, True):
+        reindex[on].append(timed_reindex(service, on))
+        say(f"reindex with the model {'on' if on else 'off'}: {reindex[on][-1]:.1f} s")
+    model_switch(True)
+    mix = [q for group in query_mix(corpus, random.Random(7)).values() for q in group] + QUESTIONS
+    samples = search_samples(service, mix, reps)
+    service.close()
+    rates = put_rates(folder, puts)
+    shutil.rmtree(folder, ignore_errors=True)
+    return {"load_s": load_seconds,
+            "reindex_on_s": min(reindex[True]), "reindex_off_s": min(reindex[False]),
+            "search_on_p50_ms": percentile(samples[True], 50), "search_off_p50_ms": percentile(samples[False], 50),
+            "search_on_p95_ms": percentile(samples[True], 95), "search_off_p95_ms": percentile(samples[False], 95),
+            "put_on_per_s": rates[True], "put_off_per_s": rates[False]}
+
+
+def scan_cost(rows: int, queries: int = 40) -> dict[str, float]:
+    """The dense channel's nearest-document scan over ``rows`` stored vectors (random unit
+    vectors, int8 as stored; 4 rows per document, as a 1 KiB artifact has), the Hamming
+    prefilter then exact scoring, vs scoring every row exactly: p50 ms of each and how often
+    the document a query was made near is in each one's top 10."""
+    import numpy as np
+
+    from memoree.projections.embedding import quantize
+    from memoree.queries import dense
+
+    rng = np.random.default_rng(7)
+    index = dense._Index()
+    block = 50_000
+    for start in range(0, rows, block):
+        count = min(block, rows - start)
+        vectors = rng.standard_normal((count, 256)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        blobs = quantize(np, vectors)
+        index.artifacts.append(np, [(start + i, (start + i) // 4, 0, 1, blob) for i, blob in enumerate(blobs)], True)
+    prefiltered, exact, found_fast, found_exact = [], [], [], []
+    for _ in range(queries):
+        # A query near one stored row, as a real question is near its answer.
+        target = rng.integers(rows)
+        query = index.artifacts.vectors[target].astype(np.float32) / 127 + rng.standard_normal(256).astype(np.float32) * 0.06
+        query = (query / np.linalg.norm(query) / dense.QUANT).astype(np.float32)
+        started = time.perf_counter()
+        fast = dense.dense_hits(index, "artifact", query, 22)
+        prefiltered.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        scores = dense._dot(np, index.artifacts.vectors[:rows], query)
+        full = dense._ranked_documents(np, index.artifacts, np.arange(rows), scores, 22)
+        exact.append((time.perf_counter() - started) * 1000)
+        # Found: the document the query was made near is in the top 10 (of each scan).
+        found_fast.append(int(target // 4) in {h.doc_id for h in fast[:10]})
+        found_exact.append(int(target // 4) in {h.doc_id for h in full[:10]})
+    return {"prefiltered_p50_ms": percentile(prefiltered, 50), "exact_p50_ms": percentile(exact, 50),
+            "found_prefiltered": sum(found_fast) / queries, "found_exact": sum(found_exact) / queries}
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000, help="artifacts in the store")
+    parser.add_argument("--claims", type=float, default=0.1, help="claims per artifact")
+    parser.add_argument("--puts", type=int, default=300, help="durable puts timed one by one, per side")
+    parser.add_argument("--reps", type=int, default=4, help="passes over the query mix")
+    parser.add_argument("--scan-rows", type=int, default=400_000,
+                        help="stored vectors for the scan-only row (400,000: about 100k 1 KiB artifacts)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
+    args = parser.parse_args(argv)
+    if args.quick:  # tiny sizes, unless given explicitly
+        given = set(argv or [])
+        args.n = args.n if "--n" in given else 300
+        args.puts = args.puts if "--puts" in given else 20
+        args.scan_rows = args.scan_rows if "--scan-rows" in given else 20_000
+        args.reps = 2
+    scan = scan_cost(args.scan_rows)
+    m = measure(args.n, args.claims, args.puts, args.reps)
+    rows = [
+        Row("put rate, 1 KiB", m["put_on_per_s"], m["put_off_per_s"], "/s", "no dense"),
+        Row(f"reindex of {args.n} artifacts", m["reindex_on_s"], m["reindex_off_s"], "s", "no dense", False),
+        Row(f"search p50 at {args.n} artifacts", m["search_on_p50_ms"], m["search_off_p50_ms"], "ms",
+            "no dense", False),
+        Row(f"search p95 at {args.n} artifacts", m["search_on_p95_ms"], m["search_off_p95_ms"], "ms",
+            "no dense", False),
+        Row(f"dense nearest at {args.scan_rows} vectors", scan["prefiltered_p50_ms"], scan["exact_p50_ms"],
+            "ms", "exact scan", False),
+    ]
+    print_table(rows)
+    print(f"dense nearest: the target document is in the top 10 for {scan['found_prefiltered']:.0%} of "
+          f"queries prefiltered, {scan['found_exact']:.0%} exact")
+    print(f"search p50 difference: {m['search_on_p50_ms'] - m['search_off_p50_ms']:+.2f} ms; "
+          f"bulk load (model on): {m['load_s']:.1f} s")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
