@@ -16,7 +16,8 @@ import msgspec
 import pytest
 
 from memoree.client.transport import Endpoint, probe
-from memoree.agents.mcp_server import AGENT_OPS, build_tools, derived_tool_key, input_schema, summarize, tool_request
+from memoree.agents.mcp_server import AGENT_OPS, build_tools, derived_tool_key, input_schema, tool_request
+from memoree.agents.mcp_summary import summarize
 from memoree.protocol.ops import OPS
 from tests.agent.conftest import CTX, MEMOREE, Cli
 
