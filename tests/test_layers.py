@@ -54,3 +54,13 @@ def test_a_planted_cycle_fails_the_check() -> None:
     sources["memoree.cli.planted_a"] = "from memoree.cli import planted_b\n"
     sources["memoree.cli.planted_b"] = "def later():\n    from memoree.cli import planted_a\n"
     assert cycles(import_graph(sources)) == [["memoree.cli.planted_a", "memoree.cli.planted_b"]]
+
+
+def test_no_front_door_module_is_over_600_lines() -> None:
+    """Every module of the front door (memoree/) stays small enough to read: 600 lines at most."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "memoree"
+    long = {str(path.relative_to(root)): n for path in root.rglob("*.py")
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 600}
+    assert long == {}
