@@ -192,6 +192,29 @@ def _group_failure(exc: BaseException) -> MemoreeError:
 
 
 
+# glibc's mallopt parameter for the number of malloc arenas (M_ARENA_MAX in malloc.h).
+_M_ARENA_MAX = -8
+
+
+def _share_malloc_arenas() -> None:
+    """Let the daemon's threads share two malloc arenas (glibc; elsewhere nothing happens).
+
+    Each thread that first allocates gets an arena of its own by default, and an arena keeps its
+    high-water mark: a 24 MiB frame answered once by each reader thread would leave one frame's
+    worth of heap per thread. Shared arenas bound the daemon's memory by the largest request, not
+    by the largest request times the threads."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "mallopt"):
+            libc.mallopt(_M_ARENA_MAX, 2)
+    except OSError:
+        pass
+
+
 class Daemon:
     """A listening socket, its locks, the I/O loop, the reader pool and the writer."""
 
@@ -215,6 +238,7 @@ class Daemon:
         self._secret: tuple[tuple[int, int], str] | None = None
 
     def start(self) -> None:
+        _share_malloc_arenas()
         for warning in prepare_data_dir(self.service.data_dir):
             logger().warning("data_dir_permissions_tightened", detail=warning)
         self._locks.append(_acquire_lock(self.service.data_dir / "memoreed.lock", f"data dir {self.service.data_dir}"))

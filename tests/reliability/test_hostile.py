@@ -39,7 +39,7 @@ from .hostile import HAND_PICKED, malformed_requests
 
 MAX = limits.MAX_FRAME_BYTES
 RSS_GROWTH_BOUND_KIB = 96 * 1024
-WARM_UP_ROUNDS = 2
+WARM_UP_ROUNDS = 4
 ROUNDS_AFTER_WARM_UP = 3
 
 
@@ -192,8 +192,11 @@ class TestFrameDecoder:
 
     def test_boundary_lengths(self, daemon: DaemonProcess, figures: Figures) -> None:
         """Length 0 and exactly the maximum are answered; max+1 and 2^32-1 are closed unanswered; no leak."""
-        for _ in range(WARM_UP_ROUNDS):  # glibc raises its mmap threshold after the first large free,
-            self._boundary_round(daemon)  # so the heap grows once to hold a max-size frame, then stays
+        # glibc raises its mmap threshold after the first large free, so each malloc arena the
+        # daemon's threads use (the I/O thread, readers and writer share two) grows once to hold a
+        # max-size frame and then stays: warm every arena up before measuring.
+        for _ in range(WARM_UP_ROUNDS):
+            self._boundary_round(daemon)
         warmed = daemon.rss_kib()
         for _ in range(ROUNDS_AFTER_WARM_UP):
             self._boundary_round(daemon)
