@@ -24,6 +24,10 @@ app.add_typer(citation_app, name="citation")
 QueryArgument = typer.Argument(..., help="The query (words, \"quoted phrases\", IDENTIFIER-123).")
 NoRecencyOption = typer.Option(False, "--no-recency", help="Disable the bounded recency nudge (pure lexical order).")
 MinCommitSeqOption = typer.Option(None, "--min-commit-seq", help="Answer INDEX_NOT_READY until this commit is visible.")
+# recall and retrieve size their answer the same way
+MaxClaimsOption = typer.Option(5, "--max-claims", help="1 to 10.")
+MaxArtifactRefsOption = typer.Option(3, "--max-artifact-refs", help="1 to 20.")
+MaxExcerptBytesOption = typer.Option(320, "--max-excerpt-bytes", help="1 to 1024.")
 NoSemanticOption = typer.Option(False, "--no-semantic", help="Turn the dense (meaning) channel off: the lexical answer.")
 
 
@@ -59,9 +63,9 @@ def recall_command(
     query: list[str] = QueryArgument,
     horizon: str = HorizonOption,
     reason: Optional[str] = ReasonOption,
-    max_claims: int = typer.Option(5, "--max-claims", help="1 to 10."),
-    max_artifact_refs: int = typer.Option(3, "--max-artifact-refs", help="1 to 20."),
-    max_excerpt_bytes: int = typer.Option(320, "--max-excerpt-bytes", help="1 to 1024."),
+    max_claims: int = MaxClaimsOption,
+    max_artifact_refs: int = MaxArtifactRefsOption,
+    max_excerpt_bytes: int = MaxExcerptBytesOption,
     max_candidate_claims: int = typer.Option(0, "--max-candidate-claims", help="0 to 16 unqualified claim leads."),
     max_candidate_artifact_refs: int = typer.Option(0, "--max-candidate-artifact-refs", help="0 to 16 unqualified artifact leads."),
     min_commit_seq: Optional[int] = MinCommitSeqOption,
@@ -117,9 +121,9 @@ def retrieve_command(
     reformulation: Optional[str] = typer.Option(None, "--reformulation", help="A rewording used only for the recovery probe."),
     horizon: str = HorizonOption,
     reason: Optional[str] = ReasonOption,
-    max_claims: int = typer.Option(5, "--max-claims", help="1 to 10."),
-    max_artifact_refs: int = typer.Option(3, "--max-artifact-refs", help="1 to 20."),
-    max_excerpt_bytes: int = typer.Option(320, "--max-excerpt-bytes", help="1 to 1024."),
+    max_claims: int = MaxClaimsOption,
+    max_artifact_refs: int = MaxArtifactRefsOption,
+    max_excerpt_bytes: int = MaxExcerptBytesOption,
     max_recovery_leads: int = typer.Option(8, "--max-recovery-leads", help="1 to 8."),
     max_recovery_bytes: int = typer.Option(12288, "--max-recovery-bytes", help="1 to 12288."),
     min_commit_seq: Optional[int] = MinCommitSeqOption,

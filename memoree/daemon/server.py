@@ -204,15 +204,13 @@ def _share_malloc_arenas() -> None:
     worth of heap per thread. Shared arenas bound the daemon's memory by the largest request, not
     by the largest request times the threads."""
     import ctypes
-    import ctypes.util
 
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name) if name else None
-        if libc is not None and hasattr(libc, "mallopt"):
-            libc.mallopt(_M_ARENA_MAX, 2)
+        this_process = ctypes.CDLL(None)  # its symbols include the C library's
     except OSError:
-        pass
+        return
+    if hasattr(this_process, "mallopt"):
+        this_process.mallopt(_M_ARENA_MAX, 2)
 
 
 class Daemon:
