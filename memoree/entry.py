@@ -1,6 +1,7 @@
 """The ``memoree`` console entry point: ``call`` takes a lean path, everything else loads the CLI.
 
-``memoree call`` runs once per agent action, so it must not pay for typer, rich or pydantic.
+``memoree call`` runs once per agent action, so it must not pay for typer, rich or pydantic; the
+other commands load only the area of the command line they run (``memoree.cli.launch``).
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ def main() -> None:
         from memoree.client.call import main as call_main
 
         sys.exit(call_main(argv[1:]))
-    from memoree.cli.app import app, hoist_global_options
+    from memoree.cli.launch import run
 
-    if not argv:  # the bare command is a request for help, not a usage error
-        argv = ["--help"]
-    app(args=hoist_global_options(argv), prog_name="memoree")
+    run(argv or ["--help"])  # the bare command is a request for help, not a usage error
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import typer
 
+from memoree.cli.coercion import install as install_lean_coercion
 from memoree.client import call as callcmd
 from memoree.protocol.documents import error_document, request_document, success_document
 
@@ -33,6 +34,8 @@ __all__ = [
     "new_request_id", "ok", "on_store", "print_document", "read_source", "send", "session_app",
     "with_engine",
 ]
+
+install_lean_coercion()  # before any command parses: plain options convert without pydantic
 
 app = typer.Typer(
     help="memoree: local, event-sourced memory for AI agents.",
@@ -108,12 +111,14 @@ GLOBAL_OPTIONS = {"--pretty": 0, "--human": 0, "--in-process": 0, "--no-autostar
                   "--data-dir": 1, "--endpoint": 1}
 
 
-def hoist_global_options(argv: list[str]) -> list[str]:
+def hoist_global_options(argv: list[str], command: Any = None) -> list[str]:
     """Move root options written after the sub-command to the front, unless that command has an
-    option of the same name (``backup restore --data-dir`` keeps its own); ``--`` ends the scan."""
-    import typer.main
+    option of the same name (``backup restore --data-dir`` keeps its own); ``--`` ends the scan.
+    ``command`` is the app's click command when the caller has built it already."""
+    if command is None:
+        import typer.main
 
-    command: Any = typer.main.get_command(app)
+        command = typer.main.get_command(app)
     path: list[str] = []
     rest = list(argv)
     while rest and not rest[0].startswith("-") and rest[0] in getattr(command, "commands", {}):
