@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from tools.bench import bulk, daemon, importer, locomo, peer, put, reads, recall, search
+from tools.bench import bulk, cli, daemon, importer, locomo, peer, put, reads, recall, search
 from tools.bench.common import Row, print_table
 
 
@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     started = time.perf_counter()
     rows: list[Row] = []
     for name, runner, extra in (
-        ("put", put.main, []), ("daemon", daemon.main, []), ("peer", peer.main, []),
+        ("put", put.main, []), ("daemon", daemon.main, []), ("cli", cli.main, []), ("peer", peer.main, []),
         ("importer", importer.main, []), ("reads", reads.main, []),
         ("bulk", bulk.main, [] if args.quick else ["--n", "100000"]),
         ("search", search.main, []), ("recall", recall.main, []),
