@@ -11,7 +11,8 @@ of each per round, so a busy machine slows them all alike; each figure is the me
 ``--runs`` rounds. The console script is the one next to this interpreter (``python -m memoree``
 where there is none). Before the table, one ``python -X importtime`` run of each command says
 how many modules it imports and which heavy ones (pydantic, rich, numpy, the embedding model,
-SQLite) are among them.
+SQLite) are among them, and after it a line gives each command's CPU time (user + system, the
+steadier figure on a shared machine) against the baseline's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -59,17 +61,28 @@ def fill(endpoint: Endpoint, context: dict[str, str], texts: list[str]) -> None:
             raise RuntimeError(f"filling the store failed: {reply[:300]!r}")
 
 
-def round_robin(commands: dict[str, tuple[list[str], bytes]], runs: int, env: dict[str, str], cwd: Path) -> dict[str, float]:
-    """Median wall seconds of each command, one run of each per round."""
-    samples: dict[str, list[float]] = {name: [] for name in commands}
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def round_robin(commands: dict[str, tuple[list[str], bytes]], runs: int, env: dict[str, str],
+                cwd: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """Median wall seconds and median CPU seconds (user + system) of each command, one run of
+    each per round. CPU time is the steadier figure on a shared machine."""
+    wall: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs):
         for name, (argv, stdin) in commands.items():
             def once() -> None:
                 result = subprocess.run(argv, input=stdin, capture_output=True, env=env, cwd=cwd, check=False)
                 if result.returncode != 0:
                     raise RuntimeError(f"{name} failed ({result.returncode}): {result.stderr[-400:]!r}")
-            samples[name].append(timed(once))
-    return {name: median(values) for name, values in samples.items()}
+            before = children_cpu()
+            wall[name].append(timed(once))
+            cpu[name].append(children_cpu() - before)
+    return ({name: median(values) for name, values in wall.items()},
+            {name: median(values) for name, values in cpu.items()})
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -111,16 +124,20 @@ def main(argv: list[str] | None = None) -> list[Row]:
                     modules = imported_modules(command, env, project, stdin)
                     heavy = sorted({m.split(".")[0] for m in modules} & set(HEAVY))
                     print(f"{name}: {len(modules)} modules imported; heavy: {', '.join(heavy) or 'none'}")
-            seconds = round_robin(commands, args.runs, env, project)
+            seconds, cpu = round_robin(commands, args.runs, env, project)
             inproc = {"python -c pass": commands["python -c pass"],
                       "memoree search --in-process": ([*memoree, "--in-process", "search", query], b"")}
             modules = imported_modules(inproc["memoree search --in-process"][0], inproc_env, project, b"")
             heavy = sorted({m.split(".")[0] for m in modules} & set(HEAVY))
             print(f"memoree search --in-process: {len(modules)} modules imported; heavy: {', '.join(heavy) or 'none'}")
-            inproc_seconds = round_robin(inproc, args.runs, inproc_env, project)
+            inproc_seconds, inproc_cpu = round_robin(inproc, args.runs, inproc_env, project)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+    cpu["memoree search --in-process"] = inproc_cpu["memoree search --in-process"]
+    base_cpu = cpu.pop("python -c pass")
+    print("CPU (user + system, median): python -c pass " + f"{base_cpu * 1000:.0f} ms; " + "; ".join(
+        f"{name} {value * 1000:.0f} ms ({value / base_cpu:.1f}x)" for name, value in cpu.items()))
     baseline = seconds.pop("python -c pass")
     rows = [Row(name, value * 1000, baseline * 1000, "ms", "python -c pass", False) for name, value in seconds.items()]
     rows.append(Row("memoree search --in-process", inproc_seconds["memoree search --in-process"] * 1000,
