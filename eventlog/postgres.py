@@ -279,18 +279,24 @@ class PostgresEventStore:
 
     # ------------------------------------------------------------------ appends
 
-    def append(self, events: Sequence[NewEvent]) -> list[RecordedEvent]:
-        """Append events at the next positions; must run inside ``transaction()``."""
+    def append(self, events: Sequence[NewEvent], *, head: LogHead | None = None) -> list[RecordedEvent]:
+        """Append events at the next positions; must run inside ``transaction()``.
+
+        A caller holding the append lock that already knows the head (``head``: the position and
+        hash read under the lock) saves a round trip: the head's move and the rows travel in one
+        pipeline, the move guarded by that head, so a wrong one is an integrity error that
+        writes nothing instead of forking the chain.
+        """
         self._require_transaction("append")
         if not events:
             return []
-        seq, prev = self._advance_head(len(events))
+        seq, prev = self._advance_head(len(events)) if head is None else (head.commit_seq, head.hash)
         recorded: list[RecordedEvent] = []
         for event in events:
             seq += 1
             recorded.append(_record(event, seq, prev))
             prev = recorded[-1].hash
-        self._insert(recorded, events)
+        self._insert(recorded, events, moved_from=head)
         self._appended = True
         return recorded
 
@@ -320,14 +326,25 @@ class PostgresEventStore:
         ).fetchone()
         return last - count, bytes(digest)
 
-    def _insert(self, records: Sequence[RecordedEvent], events: Sequence[Any]) -> None:
-        """Insert the rows and move the head's hash to the last one, in one round trip."""
+    def _insert(self, records: Sequence[RecordedEvent], events: Sequence[Any], *,
+                moved_from: LogHead | None = None) -> None:
+        """Insert the rows and move the head's hash to the last one, in one round trip; with
+        ``moved_from`` the head's position moves too, from exactly that head or not at all."""
         rows = [(r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
                  r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash) for r in records]
         try:
             with self.conn.pipeline():
+                if moved_from is None:
+                    self.conn.execute("UPDATE log_head SET hash = %s WHERE singleton", (records[-1].hash,))
+                else:  # another head sets seq to -1: the CHECK fails before any row goes in
+                    self.conn.execute(
+                        "UPDATE log_head SET seq = CASE WHEN seq = %s AND hash = %s THEN %s ELSE -1 END, "
+                        "hash = %s WHERE singleton",
+                        (moved_from.commit_seq, moved_from.hash, records[-1].commit_seq, records[-1].hash))
                 self.conn.cursor().executemany(_INSERT_EVENT, rows)
-                self.conn.execute("UPDATE log_head SET hash = %s WHERE singleton", (records[-1].hash,))
+        except pg_errors.CheckViolation as exc:
+            raise IntegrityError("the shared log's head is not the one this host appended after",
+                                 details={"commit_seq": moved_from.commit_seq if moved_from else None}) from exc
         except pg_errors.UniqueViolation as exc:
             raise _append_conflict(exc, _conflicting(exc, events)) from exc
         except psycopg.Error as exc:

@@ -13,9 +13,11 @@ in its own SQLite file:
 first catches the replica and the projections up to the shared head **without** the append lock,
 then lets the handler load state and decide against them; the append lock (PostgreSQL's
 ``log_head`` row) is taken only at the first append, and covers the sequence, the previous hash
-and the insert. Under the lock the decision is checked optimistically: if the shared head moved
+and the insert (one pipeline: the head's move, guarded by the head read under the lock, and the
+rows). Under the lock the decision is checked optimistically: if the shared head moved
 past this host's replica since the catch-up, a creation with fresh ids stands unless one of those
-few events took its stream or idempotency key (they are applied first, then it); any other
+few events took its stream or idempotency key (they are applied first, then it; for a lone
+creation, which commits to PostgreSQL at once, after the lock is released); any other
 decision is discarded (``StaleDecision``), the host catches up under the lock and the handler
 decides again, so no decision is appended against a stale projection and no host's backlog is
 applied while it holds the lock. Commit is
@@ -96,6 +98,7 @@ class SharedLog:
         self._lock_first = False
         self._lock_taken_at = 0.0
         self.lock_holds: deque[float] = deque(maxlen=100_000)  # seconds per write transaction
+        self.lock_commits: deque[float] = deque(maxlen=100_000)  # of which the shared commit
         # Serializes this process's local writers (the engine and its follower) without SQLite's
         # sleeping busy handler; other processes on the same file still meet SQLite's own lock.
         self.local_lock = threading.Lock()
@@ -219,14 +222,17 @@ class SharedLog:
             self.lock_holds.append(time.perf_counter() - self._lock_taken_at)
         self._locked_depth, self._lock_taken_at = None, 0.0
 
-    def _lock_for_write(self, events: Sequence[NewEvent] = ()) -> None:
+    def _lock_for_write(self, events: Sequence[NewEvent] = (), *,
+                        defer_foreign: bool = False) -> tuple[LogHead, list[RecordedEvent]]:
         """Hold the append lock and check the decision optimistically against what other hosts
-        appended since this host caught up (usually nothing)."""
+        appended since this host caught up (usually nothing). Return the shared head, and those
+        other hosts' events when ``defer_foreign`` leaves them for the caller to take in after
+        the lock (``_take_in``); otherwise they are in the replica and projections already."""
         if self._locked_depth is None:
             self._hold_lock(self.pg.lock().seq, depth=self._depth)
         local = replica_head(self.conn)
         if local.commit_seq == self._shared_seq:
-            return
+            return local, []
         window = self._shared_seq - local.commit_seq
         if events and all(e.type in INDEPENDENT_CREATIONS for e in events) and window <= CATCH_UP_PAGE:
             # A creation with fresh ids reads no other stream: it stays valid unless another host
@@ -235,13 +241,21 @@ class SharedLog:
                                     self._shared_seq)
             keys, streams = {e.idempotency_key for e in events}, {e.stream_id for e in events}
             if not any(f.idempotency_key in keys or f.stream_id in streams for f in foreign):
-                store_replica(self.conn, foreign)
-                if self.apply is not None:
-                    self.apply(self.conn, foreign)
-                return
+                head = LogHead(foreign[-1].commit_seq, foreign[-1].hash)
+                if defer_foreign:
+                    return head, foreign
+                self._take_in(foreign)
+                return head, []
         self._lock_first = True
         raise StaleDecision("the shared log moved on while this host decided; deciding again",
                             details={"shared_seq": self._shared_seq})
+
+    def _take_in(self, foreign: list[RecordedEvent]) -> None:
+        """Store other hosts' verified events in the replica and project them."""
+        if foreign:
+            store_replica(self.conn, foreign)
+            if self.apply is not None:
+                self.apply(self.conn, foreign)
 
     def prepare_retry(self) -> None:
         """After ``StaleDecision``: inside a group, lock and catch up now (the retry then decides
@@ -272,7 +286,7 @@ class SharedLog:
     def _commit_both(self) -> None:
         try:
             if self.pg.in_transaction:  # not when the append committed it early (see ``append``)
-                self.pg.commit()
+                self._commit_shared()
         except MemoreeError:
             self._rollback_local()
             raise
@@ -284,6 +298,14 @@ class SharedLog:
                 f"the shared log committed but this host's replica did not: {exc}", retryable=True,
                 hint="The host catches up on its own; retry with the same idempotency key to get "
                      "the original result.") from exc
+
+    def _commit_shared(self) -> None:
+        """Commit the shared transaction, timing it when it holds the append lock: the lock is
+        released only when PostgreSQL's commit (its WAL flush) returns, so that is part of the hold."""
+        started = time.perf_counter()
+        self.pg.commit()
+        if self._lock_taken_at:
+            self.lock_commits.append(time.perf_counter() - started)
 
     def _push_checkpoints(self) -> None:
         """Publish checkpoints sealed in this transaction (the local table holds them first)."""
@@ -309,18 +331,21 @@ class SharedLog:
         """Append to the shared log and to this host's replica, inside ``transaction()``."""
         if not self._depth:
             raise InternalError("append outside a write transaction")
-        self._lock_for_write(events)
-        recorded = self.pg.append(events)
+        lone = self._depth == 1 and bool(events) and all(e.type in INDEPENDENT_CREATIONS for e in events)
+        head, foreign = self._lock_for_write(events, defer_foreign=lone)
+        recorded = self.pg.append(events, head=head)  # the head is known: one round trip
+        if lone:
+            # A lone creation has nothing else to write to the shared log: commit it now, so the
+            # lock covers the append alone (lock, other hosts' new events if any, rows, commit)
+            # and not this host storing and projecting those events and its own. A failure after
+            # this point leaves the event durable (a retry with the same key finds it), as a
+            # failed local commit always could.
+            self._commit_shared()
+            self._release_lock()
+            self._take_in(foreign)  # other hosts' events precede this one here too
         store_replica(self.conn, recorded)
         if recorded:
             self._shared_seq = recorded[-1].commit_seq
-        if self._depth == 1 and events and all(e.type in INDEPENDENT_CREATIONS for e in events):
-            # A lone creation has nothing else to write to the shared log: commit it now, so the
-            # lock covers the append alone and not this host projecting it. A failure after this
-            # point leaves the event durable (a retry with the same key finds it), as a failed
-            # local commit always could.
-            self.pg.commit()
-            self._release_lock()
         return recorded
 
     def record_noop(self, key: str, request_digest: str, operation: str, commit_seq: int,

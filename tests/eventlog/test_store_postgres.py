@@ -191,6 +191,25 @@ class TestPostgresSpecifics:
             target.close()
         source.close()
 
+    def test_an_append_at_a_known_head_continues_it_or_writes_nothing(self, pg_url: str) -> None:
+        """Appending at the head read under the lock chains on it in one round trip; a stale or
+        forked head (position or hash) is an integrity error and leaves the log as it was."""
+        from memoree.eventlog.store import LogHead
+
+        store = PostgresEventStore(pg_url)
+        first = append_one(store, new_event("h", 1, 0))
+        for wrong in (LogHead(0, first.prev_hash), LogHead(first.commit_seq, bytes(32))):
+            with pytest.raises(IntegrityError), store.transaction():
+                store.lock()
+                store.append([new_event("h", 2, 1)], head=wrong)
+        with store.transaction():
+            store.lock()
+            second = store.append([new_event("h", 2, 1)], head=store.head())[0]
+        assert (2, first.hash) == (second.commit_seq, second.prev_hash)
+        assert (2, second.hash) == (store.head().commit_seq, store.head().hash)
+        assert first_chain_break(store.read_raw()) is None
+        store.close()
+
     def test_blobs_are_shared_and_verified(self, pg_url: str) -> None:
         """A blob put through one connection is served, verified, by another."""
         writer = PostgresContentStore(PostgresEventStore(pg_url))

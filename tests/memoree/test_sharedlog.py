@@ -130,6 +130,31 @@ class TestCatchUp:
         assert (2, 3) == (from_b["commit_seq"], from_a["commit_seq"])
         assert a.ok("artifact.get", {"artifact_id": from_b["result"]["artifact_id"]})["ok"]
 
+    def test_a_lone_creation_takes_in_other_hosts_events_after_the_lock(self, shared_url: str, open_host: Any) -> None:
+        """When B appends between A's catch-up and A's lock, A's put commits after B's event and
+        A stores and projects B's event after releasing the lock, ahead of its own."""
+        a, b = open_host("a"), open_host("b")
+        a.put_text("first", key="p0")
+        shared = a.service.engine.shared
+        shared.follower.stop()  # only the put's own path may bring B's event to A
+        unlocked = shared.pg.begin_unlocked
+
+        def begin_while_b_writes() -> None:
+            unlocked()
+            shared.pg.begin_unlocked = unlocked
+            b.ok("artifact.put", {"kind": "note", "title": "b", "content": {"type": "text", "data": "from b"}}, key="pb")
+
+        shared.pg.begin_unlocked = begin_while_b_writes
+        commits_before = len(shared.lock_commits)
+        from_a = a.ok("artifact.put", {"kind": "note", "title": "a", "content": {"type": "text", "data": "from a"}},
+                      key="pa")
+        assert 3 == from_a["commit_seq"] and len(shared.lock_commits) == commits_before + 1
+        rows = a.service.engine.conn.execute("SELECT commit_seq, type FROM events ORDER BY commit_seq").fetchall()
+        assert [(1, "artifact.created"), (2, "artifact.created"), (3, "artifact.created")] == [tuple(r) for r in rows]
+        found = a.ok("search", {"query": "from b"})["result"]["hits"]
+        assert "b" in {hit["title"] for hit in found}
+        assert a.ok("verify", {})["result"]["ok"]
+
     def test_follower_reconnects_after_losing_postgres(self, shared_url: str, open_host: Any) -> None:
         """Killing the follower's sessions costs nothing: it reconnects and resumes from its checkpoint."""
         a, b = open_host("a"), open_host("b")

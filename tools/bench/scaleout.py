@@ -10,7 +10,8 @@ up, then start together. Measured in the same run, on the same machine:
   database); one more host, writing nothing, follows the log by the catch-up subscription.
   Catch-up lag is the time from a writer's acknowledgement to that ``commit_seq`` being in the
   follower host's local projections. Each writer also reports how long each of its write
-  transactions held the shared append lock (printed as p50 / p99).
+  transactions held the shared append lock (printed as p50 / p99), and how much of that was
+  PostgreSQL's commit (the lock is released only when the commit's WAL flush returns).
 - **SQLite** (baseline): every writer opens the same data dir, serialized by ``BEGIN
   IMMEDIATE``; embedded mode has no second host, so the "follower" is a reader of the same file,
   and its lag is plain visibility.
@@ -72,7 +73,8 @@ def writer(data_dir: str, url: str | None, worker: int, count: int, go: Any, res
         acks.append((json.loads(reply.body)["commit_seq"], time.time()))
     shared = service.engine.shared
     holds = [seconds * 1000 for seconds in shared.lock_holds] if shared is not None else []
-    results.put({"acks": acks, "finished": time.time(), "lock_ms": holds})
+    commits = [seconds * 1000 for seconds in shared.lock_commits] if shared is not None else []
+    results.put({"acks": acks, "finished": time.time(), "lock_ms": holds, "commit_ms": commits})
     service.close()
 
 
@@ -166,9 +168,11 @@ def _summarize(reports: list[dict[str, Any]], seen: dict[int, float], started: f
     finished = max(report["finished"] for report in reports)
     lags = [(seen[seq] - acked) * 1000 for seq, acked in acks if seq in seen]
     holds = [ms for report in reports for ms in report.get("lock_ms", [])]
+    commits = [ms for report in reports for ms in report.get("commit_ms", [])]
     return {"rate": rate(len(acks), finished - started), "p50": percentile(lags, 50),
             "p95": percentile(lags, 95), "p99": percentile(lags, 99), "missed": len(acks) - len(lags),
-            "lock_p50": percentile(holds, 50), "lock_p99": percentile(holds, 99)}
+            "lock_p50": percentile(holds, 50), "lock_p99": percentile(holds, 99),
+            "commit_p50": percentile(commits, 50)}
 
 
 def admin_url(explicit: str | None) -> str | None:
@@ -217,7 +221,8 @@ def rows_for(writers: int, pg: dict[str, float], lite: dict[str, float],
     if one_host is not None and writers > 1:
         rows.append(Row(f"PostgreSQL puts/s, {writers} hosts vs 1", pg["rate"], one_host["rate"], "/s", "1 host"))
     print(f"{writers} {plural}: append lock held p50 {pg['lock_p50']:.2f} ms, p99 {pg['lock_p99']:.2f} ms "
-          f"per write transaction; lag p95 {pg['p95']:.2f} ms; {pg['missed']:.0f} acks unseen")
+          f"per write transaction (PostgreSQL's commit under it: p50 {pg['commit_p50']:.2f} ms); "
+          f"lag p95 {pg['p95']:.2f} ms; {pg['missed']:.0f} acks unseen")
     return rows
 
 
