@@ -2,11 +2,13 @@
 
 This module owns the search index text of every artifact revision (its title plus the body index
 text of ``projections.text``, read from the CAS) and of every claim revision (its statement), the
-FTS5 indexes over them (word tokens and trigrams), and the chunker-v1 citation rows: one
+FTS5 word indexes over them, and the chunker-v1 citation rows: one
 spanless title row per artifact revision plus one row per body chunk with its exact
 ``[start_byte, end_byte)`` offsets. Index text is stored once, in plain ``*_text`` tables; the
 FTS5 tables are external-content indexes over them, and chunk text is a view that slices the
-stored body by byte offsets, so no text is duplicated. Lifecycle (forgotten artifacts, retracted
+stored body by byte offsets, so no text is duplicated. There are no trigram indexes: the typo
+channel looks words up in the vocabulary (``projections.fts_vocab``), and version 4 drops the
+trigram tables older stores still hold. Lifecycle (forgotten artifacts, retracted
 or superseded claims, current revisions) is never copied here: queries join the entities tables.
 
 The projector runs inside the mutation's transaction, so a read with ``min_commit_seq`` at or
@@ -42,21 +44,16 @@ __all__ = ["FTS_INDEXES", "FtsProjector", "fts_schema"]
 WORD_TOKENIZER = "unicode61 remove_diacritics 2"
 
 
-FTS_INDEXES = ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts", "claim_fts", "claim_trigram_fts")
+FTS_INDEXES = ("artifact_fts", "artifact_chunk_fts", "claim_fts")
+# Indexes of earlier versions that nothing reads any more; the schema drops them.
+RETIRED_INDEXES = ("artifact_trigram_fts", "claim_trigram_fts")
 # Room for every chunk of an 8 MiB body at the chunker's 256-byte minimum (32,768 < 2**16).
 CHUNK_ID_BITS = 16
 
 
-def trigram_tokenizer() -> str:
-    """Accent-insensitive trigrams when the linked SQLite supports it (3.45+)."""
-    if features().trigram_remove_diacritics:
-        return "trigram case_sensitive 0 remove_diacritics 1"
-    return "trigram case_sensitive 0"
-
-
 def fts_schema() -> str:
-    trigram = trigram_tokenizer()
-    return f"""
+    retired = "".join(f"DROP TABLE IF EXISTS {index};\n" for index in RETIRED_INDEXES)
+    return f"""{retired}
 CREATE TABLE IF NOT EXISTS artifact_search_text (
     doc_id INTEGER PRIMARY KEY,
     revision_id TEXT NOT NULL UNIQUE,
@@ -69,10 +66,6 @@ CREATE TABLE IF NOT EXISTS artifact_search_text (
 CREATE VIRTUAL TABLE IF NOT EXISTS artifact_fts USING fts5(
     title, body, scope, content='artifact_search_text', content_rowid='doc_id',
     tokenize='{WORD_TOKENIZER}'
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS artifact_trigram_fts USING fts5(
-    title, body, content='artifact_search_text', content_rowid='doc_id',
-    tokenize='{trigram}'
 );
 CREATE TABLE IF NOT EXISTS artifact_chunks (
     chunk_id INTEGER PRIMARY KEY,
@@ -108,9 +101,6 @@ CREATE TABLE IF NOT EXISTS claim_search_text (
 CREATE VIRTUAL TABLE IF NOT EXISTS claim_fts USING fts5(
     statement, scope, content='claim_search_text', content_rowid='doc_id', tokenize='{WORD_TOKENIZER}'
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS claim_trigram_fts USING fts5(
-    statement, content='claim_search_text', content_rowid='doc_id', tokenize='{trigram}'
-);
 {VOCAB_SCHEMA}
 {_secure_delete_statements()}"""
 
@@ -120,14 +110,14 @@ def _secure_delete_statements() -> str:
     if not features().secure_delete:
         return ""
     return "".join(f"INSERT INTO {index}({index}, rank) VALUES('secure-delete', 1);\n"
-                   for index in ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts"))
+                   for index in ("artifact_fts", "artifact_chunk_fts"))
 
 
 class FtsProjector:
     """Indexes artifact and claim revisions for search; needs the CAS to read artifact bodies."""
 
     name: ClassVar[str] = "fts"
-    version: ClassVar[int] = 3
+    version: ClassVar[int] = 4
 
     def __init__(self, cas: ContentStore) -> None:
         self.cas = cas
@@ -167,13 +157,9 @@ class FtsProjector:
         """Index every text row after the given document ids."""
         conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) SELECT doc_id, title, body, scope "
                      "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
-        conn.execute("INSERT INTO artifact_trigram_fts (rowid, title, body) SELECT doc_id, title, body "
-                     "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
         conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) SELECT chunk_id, title, body "
                      "FROM artifact_chunk_text WHERE chunk_id >= ?", ((artifacts + 1) << CHUNK_ID_BITS,))
         conn.execute("INSERT INTO claim_fts (rowid, statement, scope) SELECT doc_id, statement, scope "
-                     "FROM claim_search_text WHERE doc_id > ?", (claims,))
-        conn.execute("INSERT INTO claim_trigram_fts (rowid, statement) SELECT doc_id, statement "
                      "FROM claim_search_text WHERE doc_id > ?", (claims,))
 
     @property
@@ -181,7 +167,7 @@ class FtsProjector:
         return not self.bulk and self.indexed_upto is None
 
     def _in_index(self, doc_id: int) -> bool:
-        """Whether an artifact text row is in the word and trigram indexes already."""
+        """Whether an artifact text row is in the word indexes already."""
         if self.bulk:
             return False
         return self.indexed_upto is None or doc_id <= self.indexed_upto[0]
@@ -211,8 +197,6 @@ class FtsProjector:
         if self._indexing_now:
             conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, ?, ?)",
                          (doc_id, p.title, body, scope))
-            conn.execute("INSERT INTO artifact_trigram_fts (rowid, title, body) VALUES (?, ?, ?)",
-                         (doc_id, p.title, body))
         self._insert_chunks(conn, doc_id, p.artifact_id, p.revision_id, p.title, body)
 
     def _is_purged(self, digest: str, artifact_id: str) -> bool:
@@ -260,8 +244,6 @@ class FtsProjector:
                 continue
             conn.execute("INSERT INTO artifact_fts (artifact_fts, rowid, title, body, scope) "
                          "VALUES ('delete', ?, ?, ?, ?)", (doc_id, title, body, scope))
-            conn.execute("INSERT INTO artifact_trigram_fts (artifact_trigram_fts, rowid, title, body) "
-                         "VALUES ('delete', ?, ?, ?)", (doc_id, title, body))
             chunks = conn.execute("SELECT chunk_id, title, body FROM artifact_chunk_text c "
                                   "WHERE chunk_id IN (SELECT chunk_id FROM artifact_chunks WHERE revision_id = ?)",
                                   (revision_id,)).fetchall()
@@ -272,7 +254,6 @@ class FtsProjector:
             conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
             conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, '', ?)",
                          (doc_id, title, scope))
-            conn.execute("INSERT INTO artifact_trigram_fts (rowid, title, body) VALUES (?, ?, '')", (doc_id, title))
             for chunk_id, chunk_title, chunk_body in chunks:
                 if chunk_title:
                     conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) VALUES (?, ?, '')",
@@ -315,7 +296,6 @@ class FtsProjector:
         if self._indexing_now:
             conn.execute("INSERT INTO claim_fts (rowid, statement, scope) VALUES (?, ?, ?)",
                          (doc_id, p.statement, scope))
-            conn.execute("INSERT INTO claim_trigram_fts (rowid, statement) VALUES (?, ?)", (doc_id, p.statement))
 
 
 def _last_doc_ids(conn: Any) -> tuple[int, int]:

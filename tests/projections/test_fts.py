@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from memoree.projections import sync_projectors
-from memoree.projections.fts import FtsProjector
+from memoree.projections.fts import FTS_INDEXES, RETIRED_INDEXES, FtsProjector
+from memoree.service.engine import Engine
 from tests.conftest import CTX, Caller
 
 CONTENT_TABLES = ("artifact_search_text", "artifact_chunks", "claim_search_text")
-INDEXES = ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts", "claim_fts", "claim_trigram_fts")
 PROBES = ("cache", "sqlite", "wal", "notes", "chunk", '"abc"', "use")
 
 
@@ -32,9 +32,8 @@ def chunk_rows(conn: Any, revision_id: str) -> list[tuple[Any, ...]]:
 def index_answers(conn: Any) -> dict[tuple[str, str], list[int]]:
     """What every index answers for a few probe queries (rowids), a view of the index itself."""
     answers = {}
-    for index in INDEXES:
-        probes = PROBES if "trigram" not in index else ('"cac"', '"sql"', '"abc"')
-        for probe in probes:
+    for index in FTS_INDEXES:
+        for probe in PROBES:
             rows = conn.execute(f"SELECT rowid FROM {index} WHERE {index} MATCH ? ORDER BY rowid", (probe,))
             answers[(index, probe)] = [row[0] for row in rows]
     return answers
@@ -122,6 +121,23 @@ class TestApplyOrder:
 class TestRebuild:
     """Replaying the log rebuilds the same content rows and an index that answers the same."""
 
+    def test_a_store_of_an_earlier_version_loses_its_trigram_indexes_on_open(self, call: Caller) -> None:
+        """A version-3 store's trigram indexes (which nothing reads) are dropped when it opens,
+        and the rebuilt word indexes answer as before."""
+        populate(call)
+        engine = call.service.engine
+        before = snapshot(engine.conn)
+        for index in RETIRED_INDEXES:
+            engine.conn.execute(f"CREATE VIRTUAL TABLE {index} USING fts5(x, tokenize='trigram')")
+        engine.conn.execute("UPDATE projector_checkpoints SET version = 3 WHERE name = 'fts'")
+        call.service.close()
+        reopened = Engine(call.service.data_dir)
+        names = {row[0] for row in reopened.conn.execute("SELECT name FROM sqlite_master")}
+        assert not any(name.startswith(RETIRED_INDEXES) for name in names)
+        assert before == snapshot(reopened.conn)
+        assert reopened.conn.execute("SELECT version FROM projector_checkpoints WHERE name = 'fts'").fetchone()[0] == FtsProjector.version
+        reopened.close()
+
     def test_reindex_reproduces_the_fts_rows(self, call: Caller) -> None:
         """Dropping and replaying the fts projection yields identical rows and index answers."""
         populate(call)
@@ -132,12 +148,12 @@ class TestRebuild:
         assert before == snapshot(engine.conn)
         engine.reindex()
         assert before == snapshot(engine.conn)
-        for index in INDEXES:
+        for index in FTS_INDEXES:
             engine.conn.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")
 
 
 def check_indexes(conn: Any) -> None:
-    for index in INDEXES:
+    for index in FTS_INDEXES:
         conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('integrity-check', 1)")  # raises when off
 
 
