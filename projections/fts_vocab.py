@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS search_scope_docs (
 CREATE TABLE IF NOT EXISTS search_terms (
     scope TEXT NOT NULL,
     term TEXT NOT NULL,
-    PRIMARY KEY (scope, term)
+    PRIMARY KEY (term, scope)
 ) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS search_term_deletions (
     deletion TEXT NOT NULL,
