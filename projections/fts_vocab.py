@@ -24,6 +24,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import msgspec
 from blake3 import blake3
 
 __all__ = [
@@ -118,10 +119,17 @@ def index_words(conn: Any, scopes: Sequence[str], text: str) -> None:
     if not words:
         return
     new = _unknown(conn, words)
-    conn.executemany("INSERT OR IGNORE INTO search_terms (scope, term) VALUES (?, ?)",
-                     [(scope, w) for scope in (GLOBAL_SCOPE, *scopes) for w in words])
+    # One statement over JSON arrays instead of a row per (scope, word): SQLite walks the pairs
+    # itself, in the table's (term, scope) order.
+    conn.execute("INSERT OR IGNORE INTO search_terms (scope, term) "
+                 "SELECT s.value, w.value FROM json_each(?) AS w, json_each(?) AS s",
+                 (_json_text(words), _json_text([GLOBAL_SCOPE, *scopes])))
     conn.executemany("INSERT OR IGNORE INTO search_term_deletions (deletion, term) VALUES (?, ?)",
                      [(d, w) for w in new for d in deletions(w)])
+
+
+def _json_text(values: Sequence[str]) -> str:
+    return msgspec.json.encode(values).decode("utf-8")
 
 
 def _unknown(conn: Any, words: Sequence[str]) -> list[str]:
