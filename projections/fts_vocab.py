@@ -118,28 +118,21 @@ def index_words(conn: Any, scopes: Sequence[str], text: str) -> None:
     words = sorted(words_of(text))
     if not words:
         return
-    new = _unknown(conn, words)
     # One statement over JSON arrays instead of a row per (scope, word): SQLite walks the pairs
-    # itself, in the table's (term, scope) order.
-    conn.execute("INSERT OR IGNORE INTO search_terms (scope, term) "
-                 "SELECT s.value, w.value FROM json_each(?) AS w, json_each(?) AS s",
-                 (_json_text(words), _json_text([GLOBAL_SCOPE, *scopes])))
-    conn.executemany("INSERT OR IGNORE INTO search_term_deletions (deletion, term) VALUES (?, ?)",
-                     [(d, w) for w in new for d in deletions(w)])
+    # itself, in the table's (term, scope) order. RETURNING yields only the rows it inserted, so
+    # the store-wide ones are exactly the words the store did not know yet.
+    inserted = conn.execute("INSERT OR IGNORE INTO search_terms (scope, term) "
+                            "SELECT s.value, w.value FROM json_each(?) AS w, json_each(?) AS s "
+                            "RETURNING scope, term",
+                            (_json_text(words), _json_text([GLOBAL_SCOPE, *scopes]))).fetchall()
+    new = sorted(term for scope, term in inserted if scope == GLOBAL_SCOPE)
+    if new:
+        conn.executemany("INSERT OR IGNORE INTO search_term_deletions (deletion, term) VALUES (?, ?)",
+                         [(d, w) for w in new for d in sorted(deletions(w))])
 
 
 def _json_text(values: Sequence[str]) -> str:
     return msgspec.json.encode(values).decode("utf-8")
-
-
-def _unknown(conn: Any, words: Sequence[str]) -> list[str]:
-    known: set[str] = set()
-    for start in range(0, len(words), 500):
-        piece = words[start:start + 500]
-        marks = ",".join("?" * len(piece))
-        known.update(row[0] for row in conn.execute(
-            f"SELECT term FROM search_terms WHERE scope = '' AND term IN ({marks})", piece))
-    return [w for w in words if w not in known]
 
 
 def forget_words(conn: Any, text: str, scopes: Sequence[str], still_indexed: Any) -> None:
