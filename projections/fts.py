@@ -31,6 +31,7 @@ from .fts_vocab import (
     VOCAB_SCHEMA,
     add_scope_doc,
     forget_words,
+    index_word_set,
     index_words,
     owner_scope_tokens,
     remove_scope_words,
@@ -142,9 +143,12 @@ class FtsProjector:
 
         FTS5 writes its pending index out at every savepoint, and a daemon group runs each
         request in its own; deferring turns one small segment per request per index into one per
-        group. A request rolled back to its savepoint takes its text rows with it, so indexing
-        "every row past the mark" at the end indexes exactly what the group keeps. Nothing is
-        indexed when the block raises: the transaction is being rolled back anyway.
+        group. The vocabulary is deferred too: the group's words go in once per scope instead of
+        once per request (it holds the words of the text rows as they stand, which is what a
+        purge keeps it at, so adding them at the end gives the same rows). A request rolled back
+        to its savepoint takes its text rows with it, so indexing "every row past the mark" at
+        the end indexes exactly what the group keeps. Nothing is indexed when the block raises:
+        the transaction is being rolled back anyway.
         """
         self.indexed_upto = _last_doc_ids(conn)
         try:
@@ -155,6 +159,9 @@ class FtsProjector:
 
     def _index_past(self, conn: Any, artifacts: int, claims: int) -> None:
         """Index every text row after the given document ids."""
+        for scope, words in self._words_past(conn, artifacts, claims).items():
+            if scope is not None:
+                index_word_set(conn, scope.split(), words)
         conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) SELECT doc_id, title, body, scope "
                      "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
         conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) SELECT chunk_id, title, body "
@@ -193,7 +200,8 @@ class FtsProjector:
             "VALUES (?,?,?,?,?,?)", (p.revision_id, p.artifact_id, p.title, body, scope, words),
         ).lastrowid
         add_scope_doc(conn, "artifact", scopes, words)
-        index_words(conn, scopes, p.title + "\n" + body)
+        if self._indexing_now or self.bulk:
+            index_words(conn, scopes, p.title + "\n" + body)
         if self._indexing_now:
             conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, ?, ?)",
                          (doc_id, p.title, body, scope))
@@ -224,7 +232,19 @@ class FtsProjector:
         store-wide (None), which a forget must treat as still indexed."""
         if self.indexed_upto is None:
             return {}
-        artifacts, claims = self.indexed_upto
+        found: dict[str | None, set[str]] = {None: set()}
+        for scope, words in self._words_past(conn, *self.indexed_upto).items():
+            if scope is None:
+                found[None] |= words
+                continue
+            for token in scope.split():
+                found.setdefault(token, set()).update(words)
+        return found
+
+    @staticmethod
+    def _words_past(conn: Any, artifacts: int, claims: int) -> dict[str | None, set[str]]:
+        """The vocabulary words of the text rows after the given document ids, per owner scope
+        column (the space-separated tokens) and all together (None)."""
         rows = conn.execute("SELECT title || ' ' || body, scope FROM artifact_search_text WHERE doc_id > ? "
                             "UNION ALL SELECT statement, scope FROM claim_search_text WHERE doc_id > ?",
                             (artifacts, claims)).fetchall()
@@ -232,8 +252,7 @@ class FtsProjector:
         for text, scope in rows:
             words = words_of(text)
             found[None] |= words
-            for token in scope.split():
-                found.setdefault(token, set()).update(words)
+            found.setdefault(scope, set()).update(words)
         return found
 
     def _erase_bodies(self, conn: Any, rows: list[Any]) -> None:
@@ -292,7 +311,8 @@ class FtsProjector:
             (p.revision_id, p.claim_id, p.statement, scope, words),
         ).lastrowid
         add_scope_doc(conn, "claim", scopes, words)
-        index_words(conn, scopes, p.statement)
+        if self._indexing_now or self.bulk:
+            index_words(conn, scopes, p.statement)
         if self._indexing_now:
             conn.execute("INSERT INTO claim_fts (rowid, statement, scope) VALUES (?, ?, ?)",
                          (doc_id, p.statement, scope))

@@ -29,7 +29,7 @@ from blake3 import blake3
 
 __all__ = [
     "GLOBAL_SCOPE", "MAX_VOCAB_WORD", "MIN_VOCAB_WORD", "VOCAB_SCHEMA", "add_scope_doc",
-    "deletions", "forget_words", "fold", "index_words", "owner_scope_tokens", "remove_scope_words",
+    "deletions", "forget_words", "fold", "index_word_set", "index_words", "owner_scope_tokens", "remove_scope_words",
     "scope_token",
     "word_count", "words_of",
 ]
@@ -115,7 +115,12 @@ def add_scope_doc(conn: Any, table: str, scopes: Iterable[str], words: int) -> N
 
 def index_words(conn: Any, scopes: Sequence[str], text: str) -> None:
     """Add the words of ``text`` to the vocabulary of each scope and store-wide."""
-    words = sorted(words_of(text))
+    index_word_set(conn, scopes, words_of(text))
+
+
+def index_word_set(conn: Any, scopes: Sequence[str], found: Iterable[str]) -> None:
+    """Add vocabulary words (as ``words_of`` yields them) to each scope and store-wide."""
+    words = sorted(found)
     if not words:
         return
     # One statement over JSON arrays instead of a row per (scope, word): SQLite walks the pairs

@@ -152,6 +152,11 @@ class TestRebuild:
             engine.conn.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")
 
 
+def vocabulary(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
+    return {table: conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+            for table in ("search_terms", "search_term_deletions", "search_scope_docs")}
+
+
 def check_indexes(conn: Any) -> None:
     for index in FTS_INDEXES:
         conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('integrity-check', 1)")  # raises when off
@@ -189,6 +194,36 @@ class TestGroupedIndexing:
             write(call)
         check_indexes(call.service.engine.conn)
         assert index_answers(call.service.engine.conn) == index_answers(single.service.engine.conn)
+        assert vocabulary(call.service.engine.conn) == vocabulary(single.service.engine.conn)
+        single.service.close()
+
+    def test_a_group_with_purges_leaves_the_vocabulary_one_by_one_writes_would(self, call: Caller,
+                                                                              tmp_path: Any) -> None:
+        """The vocabulary a group adds at its end (words of two scopes, one body purged in the
+        group, one purged body written before it) equals the one of the same requests one by one."""
+        from memoree.service.service import Service
+
+        other = {**CTX, "project_id": "prj_other"}
+
+        def before(caller: Caller) -> dict[str, Any]:
+            return caller.put_text("earlier quokka words shared", key="early")
+
+        def write(caller: Caller, early: dict[str, Any]) -> None:
+            doomed = caller.put_text("doomed wallaby words shared", key="doomed")
+            caller.put_text("other project quokka words", key="other", context=other)
+            caller.put_text("kept bilby words", key="kept")
+            for artifact in (early, doomed):
+                caller.ok("artifact.purge", {"artifact_id": artifact["artifact_id"], "reason": "erasure"},
+                          key=f"purge-{artifact['artifact_id']}")
+
+        single = Caller(Service(tmp_path / "one-by-one"))
+        write(single, before(single))
+        early = before(call)
+        with call.service.engine.group():
+            write(call, early)
+        words = vocabulary(call.service.engine.conn)
+        assert words == vocabulary(single.service.engine.conn)
+        assert not {"wallaby", "earlier"} & {term for _, term in words["search_terms"]}
         single.service.close()
 
     def test_a_request_rolled_back_inside_a_group_leaves_no_index_entries(self, call: Caller) -> None:
