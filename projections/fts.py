@@ -124,15 +124,22 @@ class FtsProjector:
         self.cas = cas
         self.schema = fts_schema()
         self.bulk = False
+        self.bulk_mark = (0, 0)
         self.purges: dict[str, list[bytes]] = {}
         # While deferring (a group of mutations in one transaction): the last document ids whose
         # text is indexed; rows past them are indexed at the group's end (see ``deferred``).
         self.indexed_upto: tuple[int, int] | None = None
 
     def begin_bulk(self, conn: Any) -> None:
-        """Replaying a whole log: fill the content tables only (the indexes are built at once after)."""
+        """Replaying a whole log: fill the content tables only; the vocabulary is added at the end
+        (``finish_bulk``) and the FTS5 indexes are built at once after."""
         self.bulk = True
         self.purges = self.cas.purges_by_artifact()  # one read instead of one query per revision
+        self.bulk_mark = _last_doc_ids(conn)
+
+    def finish_bulk(self, conn: Any) -> None:
+        """The replayed texts' vocabulary, added once per scope (the FTS5 indexes come after)."""
+        self._index_vocabulary_past(conn, *self.bulk_mark)
 
     def end_bulk(self, conn: Any) -> None:
         self.bulk = False
@@ -159,15 +166,18 @@ class FtsProjector:
 
     def _index_past(self, conn: Any, artifacts: int, claims: int) -> None:
         """Index every text row after the given document ids."""
-        for scope, words in self._words_past(conn, artifacts, claims).items():
-            if scope is not None:
-                index_word_set(conn, scope.split(), words)
+        self._index_vocabulary_past(conn, artifacts, claims)
         conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) SELECT doc_id, title, body, scope "
                      "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
         conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) SELECT chunk_id, title, body "
                      "FROM artifact_chunk_text WHERE chunk_id >= ?", ((artifacts + 1) << CHUNK_ID_BITS,))
         conn.execute("INSERT INTO claim_fts (rowid, statement, scope) SELECT doc_id, statement, scope "
                      "FROM claim_search_text WHERE doc_id > ?", (claims,))
+
+    def _index_vocabulary_past(self, conn: Any, artifacts: int, claims: int) -> None:
+        for scope, words in self._words_past(conn, artifacts, claims).items():
+            if scope is not None:
+                index_word_set(conn, scope.split(), words)
 
     @property
     def _indexing_now(self) -> bool:
@@ -200,7 +210,7 @@ class FtsProjector:
             "VALUES (?,?,?,?,?,?)", (p.revision_id, p.artifact_id, p.title, body, scope, words),
         ).lastrowid
         add_scope_doc(conn, "artifact", scopes, words)
-        if self._indexing_now or self.bulk:
+        if self._indexing_now:
             index_words(conn, scopes, p.title + "\n" + body)
         if self._indexing_now:
             conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, ?, ?)",
@@ -311,7 +321,7 @@ class FtsProjector:
             (p.revision_id, p.claim_id, p.statement, scope, words),
         ).lastrowid
         add_scope_doc(conn, "claim", scopes, words)
-        if self._indexing_now or self.bulk:
+        if self._indexing_now:
             index_words(conn, scopes, p.statement)
         if self._indexing_now:
             conn.execute("INSERT INTO claim_fts (rowid, statement, scope) VALUES (?, ?, ?)",
