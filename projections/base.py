@@ -125,6 +125,10 @@ def bulk_mode(conn: Any, projectors: Sequence[Projector]) -> Iterator[None]:
         projector.begin_bulk(conn)  # type: ignore[attr-defined]
     try:
         yield
+        for projector in bulky:  # work left to the end of a replay that went through
+            finish = getattr(projector, "finish_bulk", None)
+            if finish is not None:
+                finish(conn)
     finally:
         for projector in bulky:
             projector.end_bulk(conn)  # type: ignore[attr-defined]

@@ -3,7 +3,7 @@
 ``ScratchBuild`` replays events into a fresh SQLite file in a private folder (inside the data
 directory for a reindex: same filesystem, owner-only). The scratch is a throwaway, so it runs
 unjournaled and unsynced with a large page cache, and its full-text indexes are built once at the
-end instead of row by row, on two cores (``projections.fts_bulk``). The live projections stay
+end instead of row by row (``projections.fts_bulk``). The live projections stay
 readable and writable meanwhile.
 
 ``swap`` then opens its own connection to the live database, takes the write lock, replays into
@@ -97,9 +97,7 @@ class ScratchBuild:
         """Index the replayed text at once (``projections.fts_bulk``)."""
         if not any(p.name == "fts" for p in self.projectors):
             return
-        build_text_indexes(self.conn, self.path)
-        self.conn.close()  # FTS5 caches index structure per connection: start afresh
-        self.conn = open_throwaway(self.path, cache_kib=SCRATCH_CACHE_KIB)
+        build_text_indexes(self.conn)
 
     def catch_up(self, events: Iterable[RecordedEvent], progress: Callable[[int], None] | None = None) -> int:
         """Apply events the log gained since the replay, row by row as a mutation would."""

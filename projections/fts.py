@@ -2,11 +2,13 @@
 
 This module owns the search index text of every artifact revision (its title plus the body index
 text of ``projections.text``, read from the CAS) and of every claim revision (its statement), the
-FTS5 indexes over them (word tokens and trigrams), and the chunker-v1 citation rows: one
+FTS5 word indexes over them, and the chunker-v1 citation rows: one
 spanless title row per artifact revision plus one row per body chunk with its exact
 ``[start_byte, end_byte)`` offsets. Index text is stored once, in plain ``*_text`` tables; the
 FTS5 tables are external-content indexes over them, and chunk text is a view that slices the
-stored body by byte offsets, so no text is duplicated. Lifecycle (forgotten artifacts, retracted
+stored body by byte offsets, so no text is duplicated. There are no trigram indexes: the typo
+channel looks words up in the vocabulary (``projections.fts_vocab``), and version 4 drops the
+trigram tables older stores still hold. Lifecycle (forgotten artifacts, retracted
 or superseded claims, current revisions) is never copied here: queries join the entities tables.
 
 The projector runs inside the mutation's transaction, so a read with ``min_commit_seq`` at or
@@ -29,6 +31,7 @@ from .fts_vocab import (
     VOCAB_SCHEMA,
     add_scope_doc,
     forget_words,
+    index_word_set,
     index_words,
     owner_scope_tokens,
     remove_scope_words,
@@ -42,21 +45,16 @@ __all__ = ["FTS_INDEXES", "FtsProjector", "fts_schema"]
 WORD_TOKENIZER = "unicode61 remove_diacritics 2"
 
 
-FTS_INDEXES = ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts", "claim_fts", "claim_trigram_fts")
+FTS_INDEXES = ("artifact_fts", "artifact_chunk_fts", "claim_fts")
+# Indexes of earlier versions that nothing reads any more; the schema drops them.
+RETIRED_INDEXES = ("artifact_trigram_fts", "claim_trigram_fts")
 # Room for every chunk of an 8 MiB body at the chunker's 256-byte minimum (32,768 < 2**16).
 CHUNK_ID_BITS = 16
 
 
-def trigram_tokenizer() -> str:
-    """Accent-insensitive trigrams when the linked SQLite supports it (3.45+)."""
-    if features().trigram_remove_diacritics:
-        return "trigram case_sensitive 0 remove_diacritics 1"
-    return "trigram case_sensitive 0"
-
-
 def fts_schema() -> str:
-    trigram = trigram_tokenizer()
-    return f"""
+    retired = "".join(f"DROP TABLE IF EXISTS {index};\n" for index in RETIRED_INDEXES)
+    return f"""{retired}
 CREATE TABLE IF NOT EXISTS artifact_search_text (
     doc_id INTEGER PRIMARY KEY,
     revision_id TEXT NOT NULL UNIQUE,
@@ -69,10 +67,6 @@ CREATE TABLE IF NOT EXISTS artifact_search_text (
 CREATE VIRTUAL TABLE IF NOT EXISTS artifact_fts USING fts5(
     title, body, scope, content='artifact_search_text', content_rowid='doc_id',
     tokenize='{WORD_TOKENIZER}'
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS artifact_trigram_fts USING fts5(
-    title, body, content='artifact_search_text', content_rowid='doc_id',
-    tokenize='{trigram}'
 );
 CREATE TABLE IF NOT EXISTS artifact_chunks (
     chunk_id INTEGER PRIMARY KEY,
@@ -108,9 +102,6 @@ CREATE TABLE IF NOT EXISTS claim_search_text (
 CREATE VIRTUAL TABLE IF NOT EXISTS claim_fts USING fts5(
     statement, scope, content='claim_search_text', content_rowid='doc_id', tokenize='{WORD_TOKENIZER}'
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS claim_trigram_fts USING fts5(
-    statement, content='claim_search_text', content_rowid='doc_id', tokenize='{trigram}'
-);
 {VOCAB_SCHEMA}
 {_secure_delete_statements()}"""
 
@@ -120,28 +111,35 @@ def _secure_delete_statements() -> str:
     if not features().secure_delete:
         return ""
     return "".join(f"INSERT INTO {index}({index}, rank) VALUES('secure-delete', 1);\n"
-                   for index in ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts"))
+                   for index in ("artifact_fts", "artifact_chunk_fts"))
 
 
 class FtsProjector:
     """Indexes artifact and claim revisions for search; needs the CAS to read artifact bodies."""
 
     name: ClassVar[str] = "fts"
-    version: ClassVar[int] = 3
+    version: ClassVar[int] = 4
 
     def __init__(self, cas: ContentStore) -> None:
         self.cas = cas
         self.schema = fts_schema()
         self.bulk = False
+        self.bulk_mark = (0, 0)
         self.purges: dict[str, list[bytes]] = {}
         # While deferring (a group of mutations in one transaction): the last document ids whose
         # text is indexed; rows past them are indexed at the group's end (see ``deferred``).
         self.indexed_upto: tuple[int, int] | None = None
 
     def begin_bulk(self, conn: Any) -> None:
-        """Replaying a whole log: fill the content tables only (the indexes are built at once after)."""
+        """Replaying a whole log: fill the content tables only; the vocabulary is added at the end
+        (``finish_bulk``) and the FTS5 indexes are built at once after."""
         self.bulk = True
         self.purges = self.cas.purges_by_artifact()  # one read instead of one query per revision
+        self.bulk_mark = _last_doc_ids(conn)
+
+    def finish_bulk(self, conn: Any) -> None:
+        """The replayed texts' vocabulary, added once per scope (the FTS5 indexes come after)."""
+        self._index_vocabulary_past(conn, *self.bulk_mark)
 
     def end_bulk(self, conn: Any) -> None:
         self.bulk = False
@@ -152,9 +150,12 @@ class FtsProjector:
 
         FTS5 writes its pending index out at every savepoint, and a daemon group runs each
         request in its own; deferring turns one small segment per request per index into one per
-        group. A request rolled back to its savepoint takes its text rows with it, so indexing
-        "every row past the mark" at the end indexes exactly what the group keeps. Nothing is
-        indexed when the block raises: the transaction is being rolled back anyway.
+        group. The vocabulary is deferred too: the group's words go in once per scope instead of
+        once per request (it holds the words of the text rows as they stand, which is what a
+        purge keeps it at, so adding them at the end gives the same rows). A request rolled back
+        to its savepoint takes its text rows with it, so indexing "every row past the mark" at
+        the end indexes exactly what the group keeps. Nothing is indexed when the block raises:
+        the transaction is being rolled back anyway.
         """
         self.indexed_upto = _last_doc_ids(conn)
         try:
@@ -165,23 +166,25 @@ class FtsProjector:
 
     def _index_past(self, conn: Any, artifacts: int, claims: int) -> None:
         """Index every text row after the given document ids."""
+        self._index_vocabulary_past(conn, artifacts, claims)
         conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) SELECT doc_id, title, body, scope "
-                     "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
-        conn.execute("INSERT INTO artifact_trigram_fts (rowid, title, body) SELECT doc_id, title, body "
                      "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
         conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) SELECT chunk_id, title, body "
                      "FROM artifact_chunk_text WHERE chunk_id >= ?", ((artifacts + 1) << CHUNK_ID_BITS,))
         conn.execute("INSERT INTO claim_fts (rowid, statement, scope) SELECT doc_id, statement, scope "
                      "FROM claim_search_text WHERE doc_id > ?", (claims,))
-        conn.execute("INSERT INTO claim_trigram_fts (rowid, statement) SELECT doc_id, statement "
-                     "FROM claim_search_text WHERE doc_id > ?", (claims,))
+
+    def _index_vocabulary_past(self, conn: Any, artifacts: int, claims: int) -> None:
+        for scope, words in self._words_past(conn, artifacts, claims).items():
+            if scope is not None:
+                index_word_set(conn, scope.split(), words)
 
     @property
     def _indexing_now(self) -> bool:
         return not self.bulk and self.indexed_upto is None
 
     def _in_index(self, doc_id: int) -> bool:
-        """Whether an artifact text row is in the word and trigram indexes already."""
+        """Whether an artifact text row is in the word indexes already."""
         if self.bulk:
             return False
         return self.indexed_upto is None or doc_id <= self.indexed_upto[0]
@@ -207,12 +210,11 @@ class FtsProjector:
             "VALUES (?,?,?,?,?,?)", (p.revision_id, p.artifact_id, p.title, body, scope, words),
         ).lastrowid
         add_scope_doc(conn, "artifact", scopes, words)
-        index_words(conn, scopes, p.title + "\n" + body)
+        if self._indexing_now:
+            index_words(conn, scopes, p.title + "\n" + body)
         if self._indexing_now:
             conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, ?, ?)",
                          (doc_id, p.title, body, scope))
-            conn.execute("INSERT INTO artifact_trigram_fts (rowid, title, body) VALUES (?, ?, ?)",
-                         (doc_id, p.title, body))
         self._insert_chunks(conn, doc_id, p.artifact_id, p.revision_id, p.title, body)
 
     def _is_purged(self, digest: str, artifact_id: str) -> bool:
@@ -240,7 +242,19 @@ class FtsProjector:
         store-wide (None), which a forget must treat as still indexed."""
         if self.indexed_upto is None:
             return {}
-        artifacts, claims = self.indexed_upto
+        found: dict[str | None, set[str]] = {None: set()}
+        for scope, words in self._words_past(conn, *self.indexed_upto).items():
+            if scope is None:
+                found[None] |= words
+                continue
+            for token in scope.split():
+                found.setdefault(token, set()).update(words)
+        return found
+
+    @staticmethod
+    def _words_past(conn: Any, artifacts: int, claims: int) -> dict[str | None, set[str]]:
+        """The vocabulary words of the text rows after the given document ids, per owner scope
+        column (the space-separated tokens) and all together (None)."""
         rows = conn.execute("SELECT title || ' ' || body, scope FROM artifact_search_text WHERE doc_id > ? "
                             "UNION ALL SELECT statement, scope FROM claim_search_text WHERE doc_id > ?",
                             (artifacts, claims)).fetchall()
@@ -248,8 +262,7 @@ class FtsProjector:
         for text, scope in rows:
             words = words_of(text)
             found[None] |= words
-            for token in scope.split():
-                found.setdefault(token, set()).update(words)
+            found.setdefault(scope, set()).update(words)
         return found
 
     def _erase_bodies(self, conn: Any, rows: list[Any]) -> None:
@@ -260,8 +273,6 @@ class FtsProjector:
                 continue
             conn.execute("INSERT INTO artifact_fts (artifact_fts, rowid, title, body, scope) "
                          "VALUES ('delete', ?, ?, ?, ?)", (doc_id, title, body, scope))
-            conn.execute("INSERT INTO artifact_trigram_fts (artifact_trigram_fts, rowid, title, body) "
-                         "VALUES ('delete', ?, ?, ?)", (doc_id, title, body))
             chunks = conn.execute("SELECT chunk_id, title, body FROM artifact_chunk_text c "
                                   "WHERE chunk_id IN (SELECT chunk_id FROM artifact_chunks WHERE revision_id = ?)",
                                   (revision_id,)).fetchall()
@@ -272,7 +283,6 @@ class FtsProjector:
             conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
             conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, '', ?)",
                          (doc_id, title, scope))
-            conn.execute("INSERT INTO artifact_trigram_fts (rowid, title, body) VALUES (?, ?, '')", (doc_id, title))
             for chunk_id, chunk_title, chunk_body in chunks:
                 if chunk_title:
                     conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) VALUES (?, ?, '')",
@@ -311,11 +321,11 @@ class FtsProjector:
             (p.revision_id, p.claim_id, p.statement, scope, words),
         ).lastrowid
         add_scope_doc(conn, "claim", scopes, words)
-        index_words(conn, scopes, p.statement)
+        if self._indexing_now:
+            index_words(conn, scopes, p.statement)
         if self._indexing_now:
             conn.execute("INSERT INTO claim_fts (rowid, statement, scope) VALUES (?, ?, ?)",
                          (doc_id, p.statement, scope))
-            conn.execute("INSERT INTO claim_trigram_fts (rowid, statement) VALUES (?, ?)", (doc_id, p.statement))
 
 
 def _last_doc_ids(conn: Any) -> tuple[int, int]:

@@ -24,11 +24,12 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import msgspec
 from blake3 import blake3
 
 __all__ = [
     "GLOBAL_SCOPE", "MAX_VOCAB_WORD", "MIN_VOCAB_WORD", "VOCAB_SCHEMA", "add_scope_doc",
-    "deletions", "forget_words", "fold", "index_words", "owner_scope_tokens", "remove_scope_words",
+    "deletions", "forget_words", "fold", "index_word_set", "index_words", "owner_scope_tokens", "remove_scope_words",
     "scope_token",
     "word_count", "words_of",
 ]
@@ -49,7 +50,7 @@ CREATE TABLE IF NOT EXISTS search_scope_docs (
 CREATE TABLE IF NOT EXISTS search_terms (
     scope TEXT NOT NULL,
     term TEXT NOT NULL,
-    PRIMARY KEY (scope, term)
+    PRIMARY KEY (term, scope)
 ) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS search_term_deletions (
     deletion TEXT NOT NULL,
@@ -114,24 +115,29 @@ def add_scope_doc(conn: Any, table: str, scopes: Iterable[str], words: int) -> N
 
 def index_words(conn: Any, scopes: Sequence[str], text: str) -> None:
     """Add the words of ``text`` to the vocabulary of each scope and store-wide."""
-    words = sorted(words_of(text))
+    index_word_set(conn, scopes, words_of(text))
+
+
+def index_word_set(conn: Any, scopes: Sequence[str], found: Iterable[str]) -> None:
+    """Add vocabulary words (as ``words_of`` yields them) to each scope and store-wide."""
+    words = sorted(found)
     if not words:
         return
-    new = _unknown(conn, words)
-    conn.executemany("INSERT OR IGNORE INTO search_terms (scope, term) VALUES (?, ?)",
-                     [(scope, w) for scope in (GLOBAL_SCOPE, *scopes) for w in words])
-    conn.executemany("INSERT OR IGNORE INTO search_term_deletions (deletion, term) VALUES (?, ?)",
-                     [(d, w) for w in new for d in deletions(w)])
+    # One statement over JSON arrays instead of a row per (scope, word): SQLite walks the pairs
+    # itself, in the table's (term, scope) order. RETURNING yields only the rows it inserted, so
+    # the store-wide ones are exactly the words the store did not know yet.
+    inserted = conn.execute("INSERT OR IGNORE INTO search_terms (scope, term) "
+                            "SELECT s.value, w.value FROM json_each(?) AS w, json_each(?) AS s "
+                            "RETURNING scope, term",
+                            (_json_text(words), _json_text([GLOBAL_SCOPE, *scopes]))).fetchall()
+    new = sorted(term for scope, term in inserted if scope == GLOBAL_SCOPE)
+    if new:
+        conn.executemany("INSERT OR IGNORE INTO search_term_deletions (deletion, term) VALUES (?, ?)",
+                         [(d, w) for w in new for d in sorted(deletions(w))])
 
 
-def _unknown(conn: Any, words: Sequence[str]) -> list[str]:
-    known: set[str] = set()
-    for start in range(0, len(words), 500):
-        piece = words[start:start + 500]
-        marks = ",".join("?" * len(piece))
-        known.update(row[0] for row in conn.execute(
-            f"SELECT term FROM search_terms WHERE scope = '' AND term IN ({marks})", piece))
-    return [w for w in words if w not in known]
+def _json_text(values: Sequence[str]) -> str:
+    return msgspec.json.encode(values).decode("utf-8")
 
 
 def forget_words(conn: Any, text: str, scopes: Sequence[str], still_indexed: Any) -> None:

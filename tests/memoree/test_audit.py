@@ -197,11 +197,12 @@ class TestVerify:
         issue (the rows compare equal; FTS5's content check finds it)."""
         populate(call)
         conn = call.service.engine.conn
-        doc_id, title, body = conn.execute("SELECT doc_id, title, body FROM artifact_search_text LIMIT 1").fetchone()
-        conn.execute("INSERT INTO artifact_trigram_fts(artifact_trigram_fts, rowid, title, body) "
-                     "VALUES('delete', ?, ?, ?)", (doc_id, title, body))
+        doc_id, title, body, scope = conn.execute(
+            "SELECT doc_id, title, body, scope FROM artifact_search_text LIMIT 1").fetchone()
+        conn.execute("INSERT INTO artifact_fts(artifact_fts, rowid, title, body, scope) "
+                     "VALUES('delete', ?, ?, ?, ?)", (doc_id, title, body, scope))
         issue = first_issue(call.service.engine)
-        assert ("projection", True) == (issue["kind"], "artifact_trigram_fts" in issue["message"])
+        assert ("projection", True) == (issue["kind"], "artifact_fts" in issue["message"])
 
     def test_a_lagging_projection_is_reported(self, call: Caller) -> None:
         """A projection row changed behind the log's back differs from the replay."""

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from memoree.projections import sync_projectors
-from memoree.projections.fts import FtsProjector
+from memoree.projections.fts import FTS_INDEXES, RETIRED_INDEXES, FtsProjector
+from memoree.service.engine import Engine
 from tests.conftest import CTX, Caller
 
 CONTENT_TABLES = ("artifact_search_text", "artifact_chunks", "claim_search_text")
-INDEXES = ("artifact_fts", "artifact_trigram_fts", "artifact_chunk_fts", "claim_fts", "claim_trigram_fts")
 PROBES = ("cache", "sqlite", "wal", "notes", "chunk", '"abc"', "use")
 
 
@@ -32,9 +32,8 @@ def chunk_rows(conn: Any, revision_id: str) -> list[tuple[Any, ...]]:
 def index_answers(conn: Any) -> dict[tuple[str, str], list[int]]:
     """What every index answers for a few probe queries (rowids), a view of the index itself."""
     answers = {}
-    for index in INDEXES:
-        probes = PROBES if "trigram" not in index else ('"cac"', '"sql"', '"abc"')
-        for probe in probes:
+    for index in FTS_INDEXES:
+        for probe in PROBES:
             rows = conn.execute(f"SELECT rowid FROM {index} WHERE {index} MATCH ? ORDER BY rowid", (probe,))
             answers[(index, probe)] = [row[0] for row in rows]
     return answers
@@ -122,6 +121,23 @@ class TestApplyOrder:
 class TestRebuild:
     """Replaying the log rebuilds the same content rows and an index that answers the same."""
 
+    def test_a_store_of_an_earlier_version_loses_its_trigram_indexes_on_open(self, call: Caller) -> None:
+        """A version-3 store's trigram indexes (which nothing reads) are dropped when it opens,
+        and the rebuilt word indexes answer as before."""
+        populate(call)
+        engine = call.service.engine
+        before = snapshot(engine.conn)
+        for index in RETIRED_INDEXES:
+            engine.conn.execute(f"CREATE VIRTUAL TABLE {index} USING fts5(x, tokenize='trigram')")
+        engine.conn.execute("UPDATE projector_checkpoints SET version = 3 WHERE name = 'fts'")
+        call.service.close()
+        reopened = Engine(call.service.data_dir)
+        names = {row[0] for row in reopened.conn.execute("SELECT name FROM sqlite_master")}
+        assert not any(name.startswith(RETIRED_INDEXES) for name in names)
+        assert before == snapshot(reopened.conn)
+        assert reopened.conn.execute("SELECT version FROM projector_checkpoints WHERE name = 'fts'").fetchone()[0] == FtsProjector.version
+        reopened.close()
+
     def test_reindex_reproduces_the_fts_rows(self, call: Caller) -> None:
         """Dropping and replaying the fts projection yields identical rows and index answers."""
         populate(call)
@@ -132,12 +148,17 @@ class TestRebuild:
         assert before == snapshot(engine.conn)
         engine.reindex()
         assert before == snapshot(engine.conn)
-        for index in INDEXES:
+        for index in FTS_INDEXES:
             engine.conn.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")
 
 
+def vocabulary(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
+    return {table: conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+            for table in ("search_terms", "search_term_deletions", "search_scope_docs")}
+
+
 def check_indexes(conn: Any) -> None:
-    for index in INDEXES:
+    for index in FTS_INDEXES:
         conn.execute(f"INSERT INTO {index}({index}, rank) VALUES('integrity-check', 1)")  # raises when off
 
 
@@ -173,6 +194,36 @@ class TestGroupedIndexing:
             write(call)
         check_indexes(call.service.engine.conn)
         assert index_answers(call.service.engine.conn) == index_answers(single.service.engine.conn)
+        assert vocabulary(call.service.engine.conn) == vocabulary(single.service.engine.conn)
+        single.service.close()
+
+    def test_a_group_with_purges_leaves_the_vocabulary_one_by_one_writes_would(self, call: Caller,
+                                                                              tmp_path: Any) -> None:
+        """The vocabulary a group adds at its end (words of two scopes, one body purged in the
+        group, one purged body written before it) equals the one of the same requests one by one."""
+        from memoree.service.service import Service
+
+        other = {**CTX, "project_id": "prj_other"}
+
+        def before(caller: Caller) -> dict[str, Any]:
+            return caller.put_text("earlier quokka words shared", key="early")
+
+        def write(caller: Caller, early: dict[str, Any]) -> None:
+            doomed = caller.put_text("doomed wallaby words shared", key="doomed")
+            caller.put_text("other project quokka words", key="other", context=other)
+            caller.put_text("kept bilby words", key="kept")
+            for artifact in (early, doomed):
+                caller.ok("artifact.purge", {"artifact_id": artifact["artifact_id"], "reason": "erasure"},
+                          key=f"purge-{artifact['artifact_id']}")
+
+        single = Caller(Service(tmp_path / "one-by-one"))
+        write(single, before(single))
+        early = before(call)
+        with call.service.engine.group():
+            write(call, early)
+        words = vocabulary(call.service.engine.conn)
+        assert words == vocabulary(single.service.engine.conn)
+        assert not {"wallaby", "earlier"} & {term for _, term in words["search_terms"]}
         single.service.close()
 
     def test_a_request_rolled_back_inside_a_group_leaves_no_index_entries(self, call: Caller) -> None:
