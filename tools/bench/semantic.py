@@ -12,7 +12,10 @@ alike. The store holds N synthetic artifacts (``tools.bench.search``'s corpus) a
 - search p50/p95: the `search` op over the same query mix plus natural questions, each query
   asked with ``semantic.enabled`` false and true, alternately;
 - put rate: durable one-by-one ``artifact.put`` of 1 KiB texts into two fresh stores, one opened
-  with the model off and one with it on, ten at a time alternately.
+  with the model off and one with it on, ten at a time alternately;
+- the nearest-document scan alone over ``--scan-rows`` random int8 vectors: the Hamming-prefiltered
+  numpy scan the channel uses, every row exactly, and (where the ``sqlite-vec`` package is
+  installed) the same rows in a sqlite-vec ``vec0`` table searched by its KNN.
 Ratios are with / without.
 """
 
@@ -138,7 +141,7 @@ def measure(n: int, claims: float, puts: int, reps: int, say: Callable[[str], No
             "put_on_per_s": rates[True], "put_off_per_s": rates[False]}
 
 
-def scan_cost(rows: int, queries: int = 40) -> dict[str, float]:
+def scan_cost(rows: int, queries: int = 40, with_sqlite_vec: bool = True) -> dict[str, Any]:
     """The dense channel's nearest-document scan over ``rows`` stored vectors (random unit
     vectors, int8 as stored; 4 rows per document, as a 1 KiB artifact has), the Hamming
     prefilter then exact scoring, vs scoring every row exactly: p50 ms of each and how often
@@ -157,7 +160,8 @@ def scan_cost(rows: int, queries: int = 40) -> dict[str, float]:
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         blobs = quantize(np, vectors)
         index.artifacts.append(np, [(start + i, (start + i) // 4, 0, 1, blob) for i, blob in enumerate(blobs)], True)
-    prefiltered, exact, found_fast, found_exact = [], [], [], []
+    vec0 = _SqliteVec.open(index.artifacts.vectors[:rows]) if with_sqlite_vec else None
+    prefiltered, exact, found_fast, found_exact, knn, found_knn = [], [], [], [], [], []
     for _ in range(queries):
         # A query near one stored row, as a real question is near its answer.
         target = rng.integers(rows)
@@ -173,8 +177,66 @@ def scan_cost(rows: int, queries: int = 40) -> dict[str, float]:
         # Found: the document the query was made near is in the top 10 (of each scan).
         found_fast.append(int(target // 4) in {h.doc_id for h in fast[:10]})
         found_exact.append(int(target // 4) in {h.doc_id for h in full[:10]})
-    return {"prefiltered_p50_ms": percentile(prefiltered, 50), "exact_p50_ms": percentile(exact, 50),
-            "found_prefiltered": sum(found_fast) / queries, "found_exact": sum(found_exact) / queries}
+        if vec0 is not None:
+            started = time.perf_counter()
+            documents = vec0.nearest_documents(query, dense.ROWS_PER_DOCUMENT * 22, 22)
+            knn.append((time.perf_counter() - started) * 1000)
+            found_knn.append(int(target // 4) in documents[:10])
+    result = {"prefiltered_p50_ms": percentile(prefiltered, 50), "exact_p50_ms": percentile(exact, 50),
+              "found_prefiltered": sum(found_fast) / queries, "found_exact": sum(found_exact) / queries}
+    if vec0 is not None:
+        result |= {"sqlite_vec_p50_ms": percentile(knn, 50), "found_sqlite_vec": sum(found_knn) / queries,
+                   "sqlite_vec_version": vec0.version}
+        vec0.close()
+    return result
+
+
+class _SqliteVec:
+    """The same int8 rows in a sqlite-vec ``vec0`` table (a file beside nothing else, on the
+    project's SQLite driver), searched by its exact KNN: the alternative the issue asks to weigh
+    against in-memory BLOB rows scanned with numpy. ``None`` from ``open`` where the package is
+    not installed or the driver cannot load extensions."""
+
+    def __init__(self, conn: Any, folder: str, version: str) -> None:
+        self.conn, self.folder, self.version = conn, folder, version
+
+    @classmethod
+    def open(cls, vectors: Any) -> _SqliteVec | None:
+        try:
+            import sqlite_vec
+        except ImportError:
+            return None
+        from memoree.eventlog.db import connect
+
+        folder = tempfile.mkdtemp(prefix="bench-sqlite-vec-")
+        conn = connect(Path(folder) / "vec.sqlite3", synchronous="OFF")
+        if not hasattr(conn, "enable_load_extension"):
+            conn.close()
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        conn.execute("CREATE VIRTUAL TABLE vec USING vec0(embedding int8[256])")
+        with conn:
+            conn.executemany("INSERT INTO vec(rowid, embedding) VALUES (?, vec_int8(?))",
+                             ((i, row.tobytes()) for i, row in enumerate(vectors)))
+        return cls(conn, folder, conn.execute("SELECT vec_version()").fetchone()[0])
+
+    def nearest_documents(self, query: Any, rows: int, wanted: int) -> list[int]:
+        # Rows are unit vectors scaled alike, so nearest by L2 is nearest by cosine.
+        scaled = (query * 127 * 127).round().clip(-127, 127).astype("int8")
+        found = self.conn.execute("SELECT rowid FROM vec WHERE embedding MATCH vec_int8(?) AND k = ? "
+                                  "ORDER BY distance", (scaled.tobytes(), rows)).fetchall()
+        documents: list[int] = []
+        for (rowid,) in found:
+            if rowid // 4 not in documents:
+                documents.append(rowid // 4)
+        return documents[:wanted]
+
+    def close(self) -> None:
+        self.conn.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -205,9 +267,14 @@ def main(argv: list[str] | None = None) -> list[Row]:
         Row(f"dense nearest at {args.scan_rows} vectors", scan["prefiltered_p50_ms"], scan["exact_p50_ms"],
             "ms", "exact scan", False),
     ]
+    if "sqlite_vec_p50_ms" in scan:
+        rows.append(Row(f"sqlite-vec {scan['sqlite_vec_version']} KNN at {args.scan_rows} vectors",
+                        scan["sqlite_vec_p50_ms"], scan["prefiltered_p50_ms"], "ms", "numpy prefiltered", False))
     print_table(rows)
     print(f"dense nearest: the target document is in the top 10 for {scan['found_prefiltered']:.0%} of "
-          f"queries prefiltered, {scan['found_exact']:.0%} exact")
+          f"queries prefiltered, {scan['found_exact']:.0%} exact"
+          + (f", {scan['found_sqlite_vec']:.0%} by sqlite-vec" if "found_sqlite_vec" in scan else
+             " (sqlite-vec not installed here: pip install sqlite-vec to compare)"))
     print(f"search p50 difference: {m['search_on_p50_ms'] - m['search_off_p50_ms']:+.2f} ms; "
           f"bulk load (model on): {m['load_s']:.1f} s")
     return rows
