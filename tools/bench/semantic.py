@@ -1,6 +1,7 @@
 """What the dense channel costs: put rate, reindex and search latency with it and without it.
 
     python -m tools.bench.semantic [--n 10000] [--claims 0.1] [--puts 300] [--reps 5] [--quick]
+                                   [--reindexes 2] [--scan-rows 400000]
 
 Both sides run in one process, interleaved, so machine noise (a shared machine) falls on both
 alike. The store holds N synthetic artifacts (``tools.bench.search``'s corpus) and ``--claims``
@@ -8,11 +9,11 @@ alike. The store holds N synthetic artifacts (``tools.bench.search``'s corpus) a
 
 - reindex: the whole log rebuilt with the model off (``MEMOREE_SEMANTIC=off``: the vectors
   projector writes nothing, as where the model is not installed) and on, alternately, twice
-  each; the best of each side;
+  each (``--reindexes``); the best of each side;
 - search p50/p95: the `search` op over the same query mix plus natural questions, each query
   asked with ``semantic.enabled`` false and true, alternately;
 - put rate: durable one-by-one ``artifact.put`` of 1 KiB texts into two fresh stores, one opened
-  with the model off and one with it on, ten at a time alternately;
+  with the model off and one with it on, ten at a time alternately (``--puts 0``: skipped);
 - the nearest-document scan alone over ``--scan-rows`` random int8 vectors: the Hamming-prefiltered
   numpy scan the channel uses, every row exactly, and (where the ``sqlite-vec`` package is
   installed) the same rows in a sqlite-vec ``vec0`` table searched by its KNN.
@@ -23,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -112,7 +115,12 @@ def put_rates(folder: Path, puts: int) -> dict[bool, float]:
     return {on: puts / seconds for on, seconds in spent.items()}
 
 
-def measure(n: int, claims: float, puts: int, reps: int, say: Callable[[str], None] = print) -> dict[str, float]:
+def progress(line: str) -> None:
+    print(line, flush=True)  # a long run (100k artifacts) shows where it is, even into a file
+
+
+def measure(n: int, claims: float, puts: int, reps: int, say: Callable[[str], None] = progress,
+            reindexes: int = 2) -> dict[str, float]:
     from memoree.service.service import Service
     from tools.bench.bulk import bulk_load, requests
     from tools.bench.search import make_corpus, query_mix
@@ -124,18 +132,19 @@ def measure(n: int, claims: float, puts: int, reps: int, say: Callable[[str], No
     load_seconds = bulk_load(service, requests(corpus.texts, corpus.titles) + claim_requests(corpus.texts, claims),
                              500)
     say(f"loaded {n} artifacts in {load_seconds:.1f} s")
-    reindex = {False: [], True: []}
-    for on in (False, True, False, True):
+    reindex: dict[bool, list[float]] = {False: [], True: []}
+    for on in (False, True) * reindexes:
         reindex[on].append(timed_reindex(service, on))
         say(f"reindex with the model {'on' if on else 'off'}: {reindex[on][-1]:.1f} s")
     model_switch(True)
     mix = [q for group in query_mix(corpus, random.Random(7)).values() for q in group] + QUESTIONS
     samples = search_samples(service, mix, reps)
     service.close()
-    rates = put_rates(folder, puts)
+    rates = put_rates(folder, puts) if puts else {True: float("nan"), False: float("nan")}
     shutil.rmtree(folder, ignore_errors=True)
+    nothing = [float("nan")]
     return {"load_s": load_seconds,
-            "reindex_on_s": min(reindex[True]), "reindex_off_s": min(reindex[False]),
+            "reindex_on_s": min(reindex[True] or nothing), "reindex_off_s": min(reindex[False] or nothing),
             "search_on_p50_ms": percentile(samples[True], 50), "search_off_p50_ms": percentile(samples[False], 50),
             "search_on_p95_ms": percentile(samples[True], 95), "search_off_p95_ms": percentile(samples[False], 95),
             "put_on_per_s": rates[True], "put_off_per_s": rates[False]}
@@ -245,18 +254,20 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--claims", type=float, default=0.1, help="claims per artifact")
     parser.add_argument("--puts", type=int, default=300, help="durable puts timed one by one, per side")
     parser.add_argument("--reps", type=int, default=4, help="passes over the query mix")
+    parser.add_argument("--reindexes", type=int, default=2,
+                        help="timed reindexes per side (0: skip, for a search-only run of a big store)")
     parser.add_argument("--scan-rows", type=int, default=400_000,
                         help="stored vectors for the scan-only row (400,000: about 100k 1 KiB artifacts)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
     args = parser.parse_args(argv)
     if args.quick:  # tiny sizes, unless given explicitly
-        given = set(argv or [])
+        given = set(sys.argv[1:] if argv is None else argv)
         args.n = args.n if "--n" in given else 300
         args.puts = args.puts if "--puts" in given else 20
         args.scan_rows = args.scan_rows if "--scan-rows" in given else 20_000
         args.reps = 2
     scan = scan_cost(args.scan_rows)
-    m = measure(args.n, args.claims, args.puts, args.reps)
+    m = measure(args.n, args.claims, args.puts, args.reps, reindexes=args.reindexes)
     rows = [
         Row("put rate, 1 KiB", m["put_on_per_s"], m["put_off_per_s"], "/s", "no dense"),
         Row(f"reindex of {args.n} artifacts", m["reindex_on_s"], m["reindex_off_s"], "s", "no dense", False),
@@ -267,6 +278,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         Row(f"dense nearest at {args.scan_rows} vectors", scan["prefiltered_p50_ms"], scan["exact_p50_ms"],
             "ms", "exact scan", False),
     ]
+    rows = [row for row in rows if not math.isnan(row.ours)]  # skipped (--puts 0, --reindexes 0)
     if "sqlite_vec_p50_ms" in scan:
         rows.append(Row(f"sqlite-vec {scan['sqlite_vec_version']} KNN at {args.scan_rows} vectors",
                         scan["sqlite_vec_p50_ms"], scan["prefiltered_p50_ms"], "ms", "numpy prefiltered", False))
