@@ -207,11 +207,12 @@ def _cites_an_answering_source(conn: Any, analysis: AnalyzedQuery, sources: Dens
     doc_of = dict(conn.execute(f"SELECT revision_id, doc_id FROM artifact_search_text "
                                f"WHERE revision_id IN ({marks})", tuple(revisions)).fetchall())
     pooled = {c.doc_id: c for c in sources.pool}
+    cited_docs = set(doc_of.values())
     fresh = [c for c in visible_rows(conn, sources.table, sources.filters,
-                                     [d for d in doc_of.values() if d not in pooled], len(doc_of))]
+                                     [d for d in sorted(cited_docs) if d not in pooled], len(doc_of))]
     _membership(conn, sources.table, analysis, sources.matches, fresh)
-    answering = {c.revision_id for c in [*pooled.values(), *fresh]
-                 if c.doc_id in doc_of.values() and (c.lexical_qualified or c.trigram_qualified)}
+    answering = {c.revision_id for c in [*(pooled[d] for d in cited_docs if d in pooled), *fresh]
+                 if c.lexical_qualified or c.trigram_qualified}
     return {key for key, revs in cited.items() if revs & answering}
 
 
