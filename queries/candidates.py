@@ -240,14 +240,14 @@ TABLES = {
         "artifact", "artifact_fts", "title body", "artifact_search_text",
         "d.doc_id, a.id, r.id, r.commit_seq, r.title, a.status, a.current_revision_id = r.id, "
         "r.created_at, a.kind, r.provenance_json, a.workspace_id, a.project_id, a.task_id, a.component",
-        "JOIN artifact_revisions r ON r.id = d.revision_id JOIN artifacts a ON a.id = d.artifact_id",
+        "CROSS JOIN artifact_revisions r ON r.id = d.revision_id CROSS JOIN artifacts a ON a.id = d.artifact_id",
         _artifact_candidate, _artifact_filters),
     "claim": Table(
         "claim", "claim_fts", "statement", "claim_search_text",
         "d.doc_id, c.id, cr.id, cr.commit_seq, c.claim_type, c.status, c.current_revision_id = cr.id, "
         "cr.created_at, cr.statement, cr.evidence_json, cr.confidence, c.valid_from, c.valid_until, "
         "c.workspace_id, c.project_id, c.task_id, c.component",
-        "JOIN claim_revisions cr ON cr.id = d.revision_id JOIN claims c ON c.id = d.claim_id",
+        "CROSS JOIN claim_revisions cr ON cr.id = d.revision_id CROSS JOIN claims c ON c.id = d.claim_id",
         _claim_candidate, _claim_filters),
 }
 
@@ -398,7 +398,11 @@ def doc_lengths(conn: Any, table: Table, doc_ids: Sequence[int]) -> dict[int, in
 
 def visible_rows(conn: Any, table: Table, filters: Filters, ranked: Sequence[int],
                  limit: int) -> list[Candidate]:
-    """Join owner rows in rank order, a slice at a time, until ``limit`` are visible."""
+    """Join owner rows in rank order, a slice at a time, until ``limit`` are visible.
+
+    The joins are CROSS JOINs so that SQLite keeps the document ids as the outer loop: left to
+    itself it scanned every claim of the project by its scope index (7 ms on the LoCoMo store
+    against 0.5 ms)."""
     found: list[Candidate] = []
     step = max(limit, 16)
     for start in range(0, len(ranked), step):
@@ -418,12 +422,30 @@ def visible_rows(conn: Any, table: Table, filters: Filters, ranked: Sequence[int
 # Lexical qualification (§5.3)
 
 
+RANGE_ROWS_PER_ID = 32
+RANGE_ROWS_FLOOR = 256
+MEMBERSHIP_SLICE = 500
+
+
 def docs_matching(conn: Any, index: str, expression: str, doc_ids: Sequence[int]) -> set[int]:
-    """Which of ``doc_ids`` match ``expression`` (a membership test, no statistics)."""
+    """Which of ``doc_ids`` match ``expression`` (a membership test, no statistics).
+
+    First one read of the expression's matches between the smallest and the largest id, at most
+    ``RANGE_ROWS_PER_ID`` rows per id asked: FTS5 answers ``rowid IN (…)`` with one full lookup
+    per id (~12 µs each), a range with one lookup and a cheap walk of the doclist. Only when the
+    range holds more matches than that bound are the ids looked up one by one."""
+    ids = sorted(set(doc_ids))
+    if not ids:
+        return set()
+    bound = max(RANGE_ROWS_FLOOR, RANGE_ROWS_PER_ID * len(ids))
+    rows = conn.execute(
+        f"SELECT rowid FROM {index} WHERE {index} MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?",
+        (expression, ids[0], ids[-1], bound + 1)).fetchall()
+    if len(rows) <= bound:
+        return {row[0] for row in rows}.intersection(ids)
     found: set[int] = set()
-    ids = list(doc_ids)
-    for start in range(0, len(ids), 500):
-        piece = ids[start:start + 500]
+    for start in range(0, len(ids), MEMBERSHIP_SLICE):
+        piece = ids[start:start + MEMBERSHIP_SLICE]
         marks = ",".join("?" * len(piece))
         found.update(row[0] for row in conn.execute(
             f"SELECT rowid FROM {index} WHERE {index} MATCH ? AND rowid IN ({marks})",
