@@ -21,14 +21,14 @@ from typing import Any
 import msgspec
 
 from memoree.eventlog.events import Scope
-from memoree.projections.fts_vocab import GLOBAL_SCOPE, scope_token
+from memoree.projections.fts_vocab import GLOBAL_SCOPE, MAX_VOCAB_WORD, MIN_VOCAB_WORD, scope_token
 
-from .analysis import AnalyzedQuery, QueryUnit
+from .analysis import AnalyzedQuery, QueryUnit, variants_expression
 from memoree.projections.records import OwnerContext
 
 __all__ = [
-    "Candidate", "Horizon", "TABLES", "Table", "UnitMatches", "horizon_of", "lexical_candidates",
-    "match_units", "parse_pins", "qualify", "unit_idf",
+    "Candidate", "Horizon", "TABLES", "Table", "UnitMatches", "horizon_of", "known_terms",
+    "lexical_candidates", "match_units", "parse_pins", "qualify", "unit_expressions", "unit_idf",
 ]
 
 UNIT_MATCH_CAP = 2048
@@ -295,13 +295,15 @@ def horizon_size(conn: Any, table: str, horizon: Horizon) -> tuple[int, float]:
 
 @dataclass
 class UnitMatches:
-    """One table's match list per unit (newest first, capped), and the horizon's size."""
+    """One table's match list per unit (newest first, capped), the horizon's size, and the
+    MATCH expression each unit was read with (``unit_expressions``)."""
 
     lists: list[list[int]]
     capped: list[bool]
     doc_count: int
     pinned: list[int]
     mean_words: float = 1.0
+    expressions: list[str] = field(default_factory=list)
 
     def df(self, index: int) -> int:
         return len(self.lists[index])
@@ -346,16 +348,50 @@ def match_expression_docs(conn: Any, table: Table, horizon: Horizon, expression:
     return ids[:cap], len(ids) > cap
 
 
+def known_terms(conn: Any, horizon: Horizon, terms: Sequence[str]) -> set[str]:
+    """Which of ``terms`` the horizon's vocabulary holds (one indexed lookup per term)."""
+    if not terms:
+        return set()
+    scopes = ",".join("?" * len(horizon.scopes))
+    marks = ",".join("?" * len(terms))
+    return {row[0] for row in conn.execute(
+        f"SELECT DISTINCT term FROM search_terms WHERE scope IN ({scopes}) AND term IN ({marks})",
+        (*horizon.scopes, *terms))}
+
+
+def _in_vocabulary_range(term: str) -> bool:
+    return MIN_VOCAB_WORD <= len(term) <= MAX_VOCAB_WORD
+
+
+def unit_expressions(conn: Any, horizon: Horizon, analysis: AnalyzedQuery,
+                     pins: Sequence[str]) -> list[str]:
+    """Each unit's MATCH expression without the inflections no document of the horizon holds.
+
+    A free word's variants (up to six spellings) are each a term lookup in every FTS5 query the
+    unit takes part in; a generated inflection missing from the horizon's vocabulary (which
+    holds every word of every text indexed there) matches nothing there, so it is left out.
+    The unit's own spelling always stays, and with pins (documents outside the horizon) every
+    variant stays."""
+    if pins:
+        return [unit.fts_expression for unit in analysis.units]
+    generated = sorted({v for unit in analysis.units for v in unit.variants[1:] if _in_vocabulary_range(v)})
+    known = known_terms(conn, horizon, generated)
+    return [variants_expression([unit.variants[0]] + [v for v in unit.variants[1:]
+                                                      if v in known or not _in_vocabulary_range(v)])
+            for unit in analysis.units]
+
+
 def match_units(conn: Any, table: Table, horizon: Horizon, analysis: AnalyzedQuery,
-                pins: Sequence[str]) -> UnitMatches:
+                pins: Sequence[str], expressions: Sequence[str] | None = None) -> UnitMatches:
     pinned = pinned_docs(conn, table, pins)
+    expressions = list(expressions or [unit.fts_expression for unit in analysis.units])
     lists, capped = [], []
-    for unit in analysis.units:
-        ids, was_capped = match_expression_docs(conn, table, horizon, unit.fts_expression, pinned)
+    for expression in expressions:
+        ids, was_capped = match_expression_docs(conn, table, horizon, expression, pinned)
         lists.append(ids)
         capped.append(was_capped)
     docs, mean_words = horizon_size(conn, table.entity_type, horizon)
-    return UnitMatches(lists, capped, docs, pinned, mean_words)
+    return UnitMatches(lists, capped, docs, pinned, mean_words, expressions)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,7 +497,8 @@ def unit_membership(conn: Any, table: Table, analysis: AnalyzedQuery, matches: U
     for index, (unit, capped) in enumerate(zip(analysis.units, matches.capped)):
         if capped:
             missing = [d for d in doc_ids if d not in sets[index]]
-            expression = f"{{{table.text_columns}}} : ({unit.fts_expression})"
+            unit_expression = matches.expressions[index] if matches.expressions else unit.fts_expression
+            expression = f"{{{table.text_columns}}} : ({unit_expression})"
             sets[index] |= docs_matching(conn, table.word_index, expression, missing)
     return sets
 
