@@ -43,6 +43,7 @@ from .candidates import (
     match_units,
     parse_pins,
     qualify,
+    table_horizon,
     unit_expressions,
     unit_idf,
     unit_membership,
@@ -303,6 +304,7 @@ def table_candidates(scope: ReadScope, analysis: AnalyzedQuery, table: Table, ho
     """Lexical candidates of one table, qualified; then typo candidates for units it lacks."""
     conn = scope.conn
     filters = table.filters(scope.ambient, scope.pins, scope.now, horizon.name, include_historical)
+    horizon = table_horizon(conn, table.entity_type, horizon)
     matches = match_units(conn, table, horizon, analysis, scope.pins, expressions)
     idf = [unit_idf(matches.df(i), matches.doc_count) for i in range(len(analysis.units))]
     pool: dict[tuple[str, str], Candidate] = {}
