@@ -269,7 +269,11 @@ def fts_phrase(text: str) -> str:
 
 def unit_match_expression(unit: QueryUnit) -> str:
     """FTS5 expression for one unit: a quoted phrase, or an OR group of inflection variants."""
-    variants = unit.variants
+    return variants_expression(unit.variants)
+
+
+def variants_expression(variants: Sequence[str]) -> str:
+    """A quoted spelling, or an OR group of spellings."""
     if len(variants) == 1:
         return fts_phrase(variants[0])
     return "(" + " OR ".join(fts_phrase(variant) for variant in variants) + ")"

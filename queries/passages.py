@@ -203,7 +203,10 @@ class ChunkMatch:
 
 
 def chunk_matches(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[ChunkRow],
-                  units: Sequence[int] | None = None) -> ChunkMatch:
+                  units: Sequence[int] | None = None,
+                  expressions: Sequence[str] | None = None) -> ChunkMatch:
+    """Which units each chunk row matches (``expressions``: each unit's MATCH expression, by
+    default the unit's own)."""
     ids = [ch.chunk_id for ch in chunks]
     matched: dict[int, set[int]] = {}
     if not ids:
@@ -211,7 +214,8 @@ def chunk_matches(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[ChunkRow]
     for index, unit in enumerate(analysis.units):
         if units is not None and index not in units:
             continue
-        for chunk_id in docs_matching(conn, "artifact_chunk_fts", unit.fts_expression, ids):
+        expression = expressions[index] if expressions else unit.fts_expression
+        for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids):
             matched.setdefault(chunk_id, set()).add(index)
     return ChunkMatch(matched)
 
@@ -278,10 +282,12 @@ def cite_artifact(conn: Any, c: Candidate, ranked: Sequence[tuple[ChunkRow, list
 
 
 def attach_citations(conn: Any, analysis: AnalyzedQuery, candidates: Sequence[Candidate],
-                     scorer: PassageScorer, every_passage: bool = False) -> dict[str, list[Passage]]:
+                     scorer: PassageScorer, every_passage: bool = False,
+                     expressions: Sequence[str] | None = None) -> dict[str, list[Passage]]:
     """Excerpt and citation for each hit (claims whole; artifacts their best passage window);
     returns each cited artifact revision's scored passages, best chunks first (with
-    ``every_passage``, those of every matching chunk, for context.build)."""
+    ``every_passage``, those of every matching chunk, for context.build). ``expressions``: the
+    units' MATCH expressions at the caller's horizon (``candidates.unit_expressions``)."""
     artifacts = []
     for c in candidates:
         if c.citation:
@@ -294,7 +300,7 @@ def attach_citations(conn: Any, analysis: AnalyzedQuery, candidates: Sequence[Ca
         return {}
     rows = chunks_of(conn, [c.revision_id for c in artifacts])
     all_rows = [ch for c in artifacts for ch in rows.get(c.revision_id, [])]
-    match = chunk_matches(conn, analysis, all_rows)
+    match = chunk_matches(conn, analysis, all_rows, expressions=expressions)
     if any(c.typo_expressions for c in artifacts):
         typo_match = _typo_chunk_matches(conn, artifacts, rows)
         for chunk_id, units in typo_match.items():

@@ -43,6 +43,8 @@ from .candidates import (
     match_units,
     parse_pins,
     qualify,
+    table_horizon,
+    unit_expressions,
     unit_idf,
     unit_membership,
 )
@@ -297,11 +299,13 @@ class TableRun:
 
 
 def table_candidates(scope: ReadScope, analysis: AnalyzedQuery, table: Table, horizon: Horizon,
-                     include_historical: bool, candidate_limit: int) -> TableRun:
+                     include_historical: bool, candidate_limit: int,
+                     expressions: Sequence[str] | None = None) -> TableRun:
     """Lexical candidates of one table, qualified; then typo candidates for units it lacks."""
     conn = scope.conn
     filters = table.filters(scope.ambient, scope.pins, scope.now, horizon.name, include_historical)
-    matches = match_units(conn, table, horizon, analysis, scope.pins)
+    horizon = table_horizon(conn, table.entity_type, horizon)
+    matches = match_units(conn, table, horizon, analysis, scope.pins, expressions)
     idf = [unit_idf(matches.df(i), matches.doc_count) for i in range(len(analysis.units))]
     pool: dict[tuple[str, str], Candidate] = {}
     for candidate, score in lexical_candidates(conn, table, filters, matches, idf, candidate_limit):
@@ -357,8 +361,9 @@ def run_search(
     tables = [TABLES[t] for t in ("artifact", "claim") if t in entity_types]
     scoped = horizon_of(scope.ambient, horizon)
     candidate_limit = (limit + 1) * CANDIDATES_PER_LIMIT_SLOT
+    expressions = unit_expressions(scope.conn, scoped, analysis, scope.pins)
     runs = {t.entity_type: table_candidates(scope, analysis, t, scoped, include_historical,
-                                            candidate_limit) for t in tables}
+                                            candidate_limit, expressions) for t in tables}
     ready = semantic and channel_ready(scope.conn, semantic)[0] == "ready"
     index = dense.snapshot(scope.conn) if ready else None
     channel = semantic_status(scope.head, scope.conn, requested=semantic, index=index)
@@ -379,7 +384,8 @@ def run_search(
         c.final_position = position
     scorer = PassageScorer(analysis, _shared_idf(runs, analysis), _corrections(runs))
     cite_dense_only(scope.conn, window + partition)
-    passages = attach_citations(scope.conn, analysis, window + partition, scorer, every_passage)
+    passages = attach_citations(scope.conn, analysis, window + partition, scorer, every_passage,
+                                expressions)
     passages.update(dense_passages(window))
     return SearchRun(
         analysis=analysis, horizon=horizon, limit=limit, evaluated_at=scope.now,

@@ -25,7 +25,7 @@ from rapidfuzz.distance import OSA
 from memoree.projections.fts_vocab import MAX_VOCAB_WORD, MIN_VOCAB_WORD, deletions, fold
 
 from .analysis import AnalyzedQuery, fts_phrase
-from .candidates import Candidate, Horizon, Table, UnitMatches, match_expression_docs, unit_idf
+from .candidates import Candidate, Horizon, Table, UnitMatches, known_terms, match_expression_docs, unit_idf
 
 __all__ = ["Correction", "TypoUnit", "corrections_for", "fuzzy_qualify", "typo_idf", "typo_units"]
 
@@ -57,16 +57,6 @@ class TypoUnit:
         return max(c.similarity for c in self.corrections)
 
 
-def _in_vocabulary(conn: Any, horizon: Horizon, terms: Sequence[str]) -> set[str]:
-    if not terms:
-        return set()
-    scopes = ",".join("?" * len(horizon.scopes))
-    marks = ",".join("?" * len(terms))
-    return {row[0] for row in conn.execute(
-        f"SELECT DISTINCT term FROM search_terms WHERE scope IN ({scopes}) AND term IN ({marks})",
-        (*horizon.scopes, *terms))}
-
-
 def _one_edit_terms(conn: Any, word: str) -> set[str]:
     keys = sorted(deletions(word) | {word})
     marks = ",".join("?" * len(keys))
@@ -92,7 +82,7 @@ def corrections_for(conn: Any, horizon: Horizon, word: str, threshold: float) ->
         return []
     near = {t for t in _one_edit_terms(conn, word) if len(t) >= MIN_VOCAB_WORD and t != word}
     prefixed = _prefix_terms(conn, horizon, word)
-    known = _in_vocabulary(conn, horizon, sorted(near)) | prefixed
+    known = known_terms(conn, horizon, sorted(near)) | prefixed
     found = []
     for term in known:
         similarity = OSA.normalized_similarity(word, term)

@@ -1,6 +1,6 @@
 """Search and context.build latency against raw FTS5 BM25 on the same synthetic texts.
 
-    python -m tools.bench.search [--n 10000] [--reps 30] [--quick]   (--n 100000 for a big store)
+    python -m tools.bench.search [--n 10000] [--reps 30] [--quick] [--store DIR]   (--n 100000 for a big store)
 
 Builds N synthetic artifacts (Zipf-distributed pronounceable words, plus one rare ticket
 identifier per artifact) through the in-process service, then times the `search` op (full
@@ -9,6 +9,8 @@ fixed query mix: rare identifiers, mid-frequency words, two-word conjunctions, a
 and a typo. The baseline, measured in the same run over the same texts in a plain FTS5 table, is
 ``MATCH <the same candidate expression> ORDER BY bm25(...) LIMIT 10``; for context.build it is
 that query plus ``snippet()`` for each hit. Latencies are milliseconds; the ratio is ours/baseline.
+``--store DIR`` keeps both stores in DIR and reuses them on the next run with the same ``--n``
+(a 100k build takes minutes); the reused store is the one the code of the building run wrote.
 """
 
 from __future__ import annotations
@@ -90,12 +92,22 @@ class Store:
     """The memoree service plus a raw FTS5 table over the same texts."""
 
     def __init__(self, folder: Path, corpus: Corpus) -> None:
+        marker = folder / f"built-{len(corpus.texts)}"
+        reuse = marker.exists()
+        if not reuse and folder.exists() and any(folder.iterdir()):
+            raise SystemExit(f"{folder} holds something other than a finished {len(corpus.texts)}-artifact store")
+        folder.mkdir(parents=True, exist_ok=True)
         self.service = Service(folder / "data", synchronous="OFF")
         self.counter = 0
+        self.raw = connect(folder / "raw.sqlite3", synchronous="OFF")
+        if not reuse:
+            self._build(corpus)
+            marker.touch()
+
+    def _build(self, corpus: Corpus) -> None:
         for index, (title, text) in enumerate(zip(corpus.titles, corpus.texts)):
             self._ok("artifact.put", {"kind": "note", "title": title, "content": {"type": "text", "data": text}},
                      key=f"k{index}")
-        self.raw = connect(folder / "raw.sqlite3", synchronous="OFF")
         self.raw.execute("CREATE VIRTUAL TABLE raw USING fts5(title, body, tokenize='unicode61 remove_diacritics 2')")
         self.raw.execute("BEGIN")
         self.raw.executemany("INSERT INTO raw (title, body) VALUES (?, ?)", zip(corpus.titles, corpus.texts))
@@ -167,20 +179,25 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--n", type=int, default=10_000, help="artifacts in the store (try 100000)")
     parser.add_argument("--reps", type=int, default=30, help="repetitions of each query")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
+    parser.add_argument("--store", type=Path, default=None,
+                        help="keep the stores in this folder and reuse them when it holds a finished one")
     args = parser.parse_args(argv)
     if args.quick:
         args.n, args.reps = 200, 2
     corpus = make_corpus(args.n)
     mix = query_mix(corpus, random.Random(SEED + 1))
     with tempfile.TemporaryDirectory() as tmp:
+        folder = args.store or Path(tmp)
+        reused = (folder / f"built-{args.n}").exists()
         started = time.perf_counter()
-        store = Store(Path(tmp), corpus)
+        store = Store(folder, corpus)
         loaded = time.perf_counter() - started
         try:
             rows = measure(store, mix, args.reps)
         finally:
             store.close()
-    print(f"{args.n} artifacts loaded through artifact.put in {loaded:.1f} s; {args.reps} reps per query")
+    how = "reopened (built by an earlier run)" if reused else "loaded through artifact.put"
+    print(f"{args.n} artifacts {how} in {loaded:.1f} s; {args.reps} reps per query")
     print_table(rows)
     return rows
 
