@@ -186,7 +186,6 @@ def _end_with_the_daemon(life_fd: int) -> None:
 def main(argv: list[str]) -> int:
     channel_fd, life_fd = int(argv[0]), int(argv[1])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is the daemon's to handle
-    os.nice(int(os.environ.get("MEMOREE_READER_NICE", "0") or 0))
     _end_with_the_daemon(life_fd)
     channel = socket.socket(fileno=channel_fd)
     try:

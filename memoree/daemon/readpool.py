@@ -145,6 +145,8 @@ class ReaderPool:
         from memoree.protocol.framing import FrameTruncated, read_frame, write_frame
 
         try:
+            if slot.proc is not None and slot.proc.poll() is not None:
+                self._end(slot)  # it ended while idle: this request never reached it
             if slot.channel is None and not self._try_start(slot):
                 raise ReaderGone("no reader process could be started")
             assert slot.channel is not None
