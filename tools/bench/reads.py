@@ -7,7 +7,14 @@ is its own process opening one connection per request. Rows, each measured in th
 
 - 4 concurrent ``search`` clients vs 1 client (reads/s; target >= 1.7x);
 - one writer's durable ``artifact.put`` rate while 3 search clients run vs the same writer alone
-  (target >= 0.8x). 3 readers + 1 writer is the protocol's 4-connection envelope.
+  (target >= 0.8x). 3 readers + 1 writer is the protocol's 4-connection envelope;
+- the control: the same writer while the 3 search clients read from *another* daemon (same
+  store contents, started beside it). Nothing is shared with the writer's daemon but the
+  machine's cores, so this is the floor the machine itself sets; the last row compares the two
+  (about 1.0x: the daemon adds no slowdown of its own beyond the CPU the reads take).
+
+Below the table, where each run's CPU went (clients, the daemon process, its reader processes)
+per request, and how many cores the run kept busy.
 """
 
 from __future__ import annotations
@@ -148,35 +155,45 @@ def main(argv: list[str] | None = None) -> list[Row]:
     args = parser.parse_args(argv)
     if args.quick:
         args.store, args.seconds, args.puts = 30, 0.5, 10
-    items = varied_texts(args.store + 2 * args.puts)
-    with tempfile.TemporaryDirectory() as tmp:
+    items = varied_texts(args.store + 3 * args.puts)
+    puts = [[request(i, name, text) for i, text in enumerate(items[args.store + n * args.puts:][:args.puts])]
+            for n, name in enumerate(("alone", "beside", "control"))]
+    cpus = {name: Cpu() for name in ("1 search client", "4 search clients", "writer alone", "writer beside 3")}
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as other_tmp:
         proc, endpoint = start_daemon(Path(tmp))
+        other, other_endpoint = start_daemon(Path(other_tmp))  # the control: readers elsewhere
         try:
             prefill(endpoint, items[:args.store])
+            prefill(other_endpoint, items[:args.store])
             queries = search_bodies(items[:args.store], 200, seed=7)
-            # Warm every reader (its caches, the store's pages) before either measured run.
-            run_clients([(endpoint, queries[i::4], min(args.seconds, 2.0)) for i in range(4)], None)
-            cpus = {name: Cpu() for name in ("1 search client", "4 search clients", "writer alone", "writer beside 3")}
+            # Warm every reader (its caches, the store's pages) before any measured run.
+            for target in (endpoint, other_endpoint):
+                run_clients([(target, queries[i::4], min(args.seconds, 2.0)) for i in range(4)], None)
             one, _ = run_clients([(endpoint, queries, args.seconds)], None, proc.pid, cpus["1 search client"])
             four, _ = run_clients([(endpoint, queries[i::4], args.seconds) for i in range(4)], None, proc.pid,
                                   cpus["4 search clients"])
-            alone_puts = [request(i, "alone", text) for i, text in enumerate(items[args.store:args.store + args.puts])]
-            _, alone = run_clients([], (endpoint, alone_puts), proc.pid, cpus["writer alone"])
-            beside_puts = [request(i, "beside", text) for i, text in enumerate(items[args.store + args.puts:])]
+            _, alone = run_clients([], (endpoint, puts[0]), proc.pid, cpus["writer alone"])
             # The readers run until the writer is done: give them the writer's time and then some.
-            reader_seconds = max(args.seconds, 1.5 * len(beside_puts) / max(alone or 1.0, 1.0))
+            reader_seconds = max(args.seconds, 1.5 * args.puts / max(alone or 1.0, 1.0))
             searches_beside, beside = run_clients([(endpoint, queries[i::3], reader_seconds) for i in range(3)],
-                                                  (endpoint, beside_puts), proc.pid, cpus["writer beside 3"])
+                                                  (endpoint, puts[1]), proc.pid, cpus["writer beside 3"])
+            _, control = run_clients([(other_endpoint, queries[i::3], reader_seconds) for i in range(3)],
+                                     (endpoint, puts[2]))
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
+            for daemon in (proc, other):
+                daemon.send_signal(signal.SIGTERM)
+                daemon.wait(30)
     rows = [
         Row("search, 4 concurrent clients (reads/s)", four, one, "/s", "1 search client"),
         Row("put, 1 writer beside 3 search clients (/s)", beside or 0.0, alone or 0.0, "/s", "the writer alone"),
+        Row("put, 3 search clients on another daemon (/s)", control or 0.0, alone or 0.0, "/s",
+            "the writer alone (the machine's floor)"),
+        Row("put beside 3 readers: same daemon vs another", beside or 0.0, control or 0.0, "/s",
+            "3 readers on another daemon"),
     ]
     print_table(rows)
     requests = {"1 search client": one * args.seconds, "4 search clients": four * args.seconds,
-                "writer alone": args.puts, "writer beside 3": len(beside_puts) + searches_beside * reader_seconds}
+                "writer alone": args.puts, "writer beside 3": args.puts + searches_beside * reader_seconds}
     for name, cpu in cpus.items():
         print(f"CPU, {name}: {cpu.per_request(requests[name])} ({os.cpu_count()} cores)")
     return rows
