@@ -81,6 +81,16 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _rss_mib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
+
+
 def _children(pid: int) -> list[int]:
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
@@ -179,6 +189,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
                                                   (endpoint, puts[1]), proc.pid, cpus["writer beside 3"])
             _, control = run_clients([(other_endpoint, queries[i::3], reader_seconds) for i in range(3)],
                                      (endpoint, puts[2]))
+            memory = f"RSS after the runs: daemon {_rss_mib(proc.pid)} MiB, readers " + \
+                " / ".join(f"{_rss_mib(pid)}" for pid in _children(proc.pid)) + " MiB"
         finally:
             for daemon in (proc, other):
                 daemon.send_signal(signal.SIGTERM)
@@ -196,6 +208,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 "writer alone": args.puts, "writer beside 3": args.puts + searches_beside * reader_seconds}
     for name, cpu in cpus.items():
         print(f"CPU, {name}: {cpu.per_request(requests[name])} ({os.cpu_count()} cores)")
+    print(memory)
     return rows
 
 
