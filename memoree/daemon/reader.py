@@ -192,6 +192,7 @@ def main(argv: list[str]) -> int:
         hello = json.loads(read_frame(channel, 1 << 20))
     except (FrameTruncated, OSError, ValueError):
         return 1
+    os.nice(int(hello.get("nice") or 0))
     reader = Reader(Path(hello["data_dir"]), hello.get("daemon_info") or {})
     reader.warm_up()
     reader.serve(channel)

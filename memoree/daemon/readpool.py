@@ -35,10 +35,11 @@ from typing import Any
 
 from memoree import limits
 
-__all__ = ["POOLED_OPS", "READ_PROCESSES", "ReaderPool", "read_processes"]
+__all__ = ["POOLED_OPS", "READ_PROCESSES", "ReaderPool", "read_processes", "reader_nice"]
 
 READ_PROCESSES = limits.MAX_CONCURRENT_CONNECTIONS - 1  # 3 readers + 1 writer
 PROCESSES_ENV = "MEMOREE_READ_PROCESSES"
+NICE_ENV = "MEMOREE_READER_NICE"
 START_TIMEOUT_S = 60.0  # a reader's interpreter start and store open, on a loaded machine
 REAP_TIMEOUT_S = 5.0
 # Ops that only read the store's file (or nothing at all). Ops that may write (fact.recall
@@ -71,6 +72,22 @@ def read_processes() -> int:
     return count
 
 
+def reader_nice() -> int:
+    """How much lower the readers' CPU priority is than the writer's: ``MEMOREE_READER_NICE``,
+    0..19 (default 0, the same). On a machine whose cores the reads fill, a higher value keeps
+    more of the writer's rate at the cost of the reads'."""
+    from memoree.errors import ConfigError
+
+    chosen = os.environ.get(NICE_ENV, "").strip() or "0"
+    try:
+        nice = int(chosen)
+    except ValueError:
+        nice = -1
+    if not 0 <= nice <= 19:
+        raise ConfigError(f"{NICE_ENV} must be a whole number from 0 to 19; got {chosen!r}")
+    return nice
+
+
 class ReaderGone(Exception):
     """The reader process ended (or never started) while it held a request."""
 
@@ -89,10 +106,12 @@ class _Slot:
 class ReaderPool:
     """Reader processes behind one request queue (see the module docstring)."""
 
-    def __init__(self, data_dir: Any, daemon_info: dict[str, Any], processes: int = READ_PROCESSES) -> None:
+    def __init__(self, data_dir: Any, daemon_info: dict[str, Any], processes: int = READ_PROCESSES,
+                 nice: int = 0) -> None:
         self.data_dir = data_dir
         self.daemon_info = daemon_info
         self.count = processes
+        self.nice = nice
         self.inbox: queue.Queue[tuple[bytes, Future[bytes]] | None] = queue.Queue()
         self.slots = [_Slot(n) for n in range(processes)]
         self.threads: list[threading.Thread] = []
@@ -194,7 +213,7 @@ class ReaderPool:
         slot.starts += 1
         if slot.starts > 1:
             self.restarts += 1
-        hello = {"data_dir": str(self.data_dir), "daemon_info": self.daemon_info}
+        hello = {"data_dir": str(self.data_dir), "daemon_info": self.daemon_info, "nice": self.nice}
         ours.settimeout(START_TIMEOUT_S)
         try:
             write_frame(ours, json.dumps(hello).encode())

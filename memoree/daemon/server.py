@@ -236,9 +236,9 @@ class Daemon:
         self._secret: tuple[tuple[int, int], str] | None = None
 
     def start(self) -> None:
-        from memoree.daemon.readpool import read_processes
+        from memoree.daemon.readpool import read_processes, reader_nice
 
-        self.read_count = read_processes()  # a bad setting is refused before anything starts
+        self.read_count, self.read_nice = read_processes(), reader_nice()  # refused before anything starts
         _share_malloc_arenas()
         for warning in prepare_data_dir(self.service.data_dir):
             logger().warning("data_dir_permissions_tightened", detail=warning)
@@ -270,7 +270,7 @@ class Daemon:
         count = self.read_count if self.service.engine.shared is None else 0
         self.service.daemon_info["read_processes"] = count
         if count:
-            self.readers = ReaderPool(self.service.data_dir, self.service.daemon_info, count)
+            self.readers = ReaderPool(self.service.data_dir, self.service.daemon_info, count, self.read_nice)
             self.readers.start()
 
     # ------------------------------------------------------------------ routing

@@ -201,3 +201,25 @@ class TestReaderProcesses:
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode != 0
         assert b"MEMOREE_READ_PROCESSES" in out and b"CONFIG" in out.upper(), out
+
+    def test_readers_run_at_the_configured_lower_priority(self, tmp_path: Path) -> None:
+        """MEMOREE_READER_NICE=10 runs every reader at nice 10 (the daemon at its own); 20 is refused."""
+        proc = serve(tmp_path, MEMOREE_READER_NICE="10")
+        endpoint = Endpoint("unix", str(tmp_path / "run" / "d.sock"))
+        try:
+            wait_for(endpoint, proc)
+            pids = Served(proc, endpoint).readers_settled(3)
+            deadline = time.monotonic() + 30  # each lowers its priority once it has read its settings
+            while [_nice(pid) - _nice(proc.pid) for pid in pids] != [10, 10, 10] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert [10, 10, 10] == [_nice(pid) - _nice(proc.pid) for pid in pids]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+        refused = serve(tmp_path, MEMOREE_READER_NICE="20")
+        out, _ = refused.communicate(timeout=60)
+        assert refused.returncode != 0 and b"MEMOREE_READER_NICE" in out, out
+
+
+def _nice(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])

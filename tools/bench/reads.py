@@ -1,6 +1,6 @@
 """Reads beside writes through the daemon's reader pool: search throughput and a writer's rate.
 
-    python -m tools.bench.reads [--store 3000] [--seconds 5] [--quick]
+    python -m tools.bench.reads [--store 3000] [--seconds 5] [--reader-nice N] [--quick]
 
 The daemon's store holds ``--store`` varied 1 KiB texts (the daemon benchmark's). Every client
 is its own process opening one connection per request. Rows, each measured in the same run:
@@ -161,8 +161,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--store", type=int, default=3000, help="artifacts in the store")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each search run")
     parser.add_argument("--puts", type=int, default=400, help="the writer's puts per run")
+    parser.add_argument("--reader-nice", type=int, default=None,
+                        help="MEMOREE_READER_NICE for the measured daemon (default: unset, 0)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
     args = parser.parse_args(argv)
+    settings = {} if args.reader_nice is None else {"MEMOREE_READER_NICE": str(args.reader_nice)}
     if args.quick:
         args.store, args.seconds, args.puts = 30, 0.5, 10
     items = varied_texts(args.store + 3 * args.puts)
@@ -170,7 +173,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
             for n, name in enumerate(("alone", "beside", "control"))]
     cpus = {name: Cpu() for name in ("1 search client", "4 search clients", "writer alone", "writer beside 3")}
     with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as other_tmp:
-        proc, endpoint = start_daemon(Path(tmp))
+        proc, endpoint = start_daemon(Path(tmp), **settings)
         other, other_endpoint = start_daemon(Path(other_tmp))  # the control: readers elsewhere
         try:
             prefill(endpoint, items[:args.store])
