@@ -133,7 +133,10 @@ class Reader:
                 raw = read_frame(channel, REQUEST_LIMIT)
             except (FrameTruncated, OSError):
                 return  # the daemon closed the channel: this reader is done
-            write_frame(channel, self.answer(raw))
+            try:
+                write_frame(channel, self.answer(raw))
+            except OSError:
+                return  # the daemon went away while this reader answered
 
     def answer(self, raw: bytes) -> bytes:
         """The reply envelope for one request (never raises)."""

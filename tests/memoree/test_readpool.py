@@ -223,3 +223,27 @@ class TestReaderProcesses:
 
 def _nice(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+class TestReaderAlone:
+    def test_a_reader_answers_only_reads_on_a_read_only_connection(self, tmp_path: Path) -> None:
+        """A put handed to a reader is refused and stores nothing; its connection cannot write."""
+        from memoree.daemon.reader import Reader
+
+        service = Service(tmp_path / "data")
+        service.handle_bytes(json.dumps(put(1)).encode())
+        head = service.engine.head()
+        service.close()
+        reader = Reader(tmp_path / "data", {})
+        refused = json.loads(reader.answer(json.dumps(put(2)).encode()))
+        assert "INTERNAL_ERROR" == refused["error"]["code"]
+        found = json.loads(reader.answer(json.dumps(
+            {"v": 1, "request_id": "r", "op": "search", "context": CTX, "input": {"query": "payload"}}).encode()))
+        assert ["n1"] == [h["title"] for h in found["result"]["hits"]]
+        assert reader.view is not None
+        with pytest.raises(Exception, match="readonly"):
+            reader.view.conn.execute("DELETE FROM events")
+        reader.view.close()
+        check = Service(tmp_path / "data")
+        assert head == check.engine.head()
+        check.close()
