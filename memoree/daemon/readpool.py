@@ -12,8 +12,9 @@ any other. Each reader answers one request at a time, in order, so every request
 one answer. Admission stays in the listener: a reader never sees a client.
 
 * **A reader that dies** (killed, out of memory, a crash in a C extension) turns the request it
-  held into a typed, retryable ``INTERNAL_ERROR`` for that request only; its relay starts a fresh
-  reader and goes on. A reader that cannot be started answers the request the same way.
+  held into a typed, retryable ``INTERNAL_ERROR`` for that request only; once that is answered,
+  its relay starts a fresh reader and goes on. One found dead while idle is replaced before the
+  next request reaches it; when none can be started, the request is answered the same way.
 * **Shutdown**: the channels close (idle readers end), then the life pipe closes, which ends the
   busy ones too; the relays reap them, killing any that lingers. The daemon dying any other way
   (``kill -9``) closes the life pipe as well: no reader outlives its daemon.
@@ -155,32 +156,33 @@ class ReaderPool:
                     return
                 raw, future = item
                 future.set_result(self._exchange(slot, raw))
+                if slot.channel is None:
+                    self._try_start(slot)  # after the answer, so its client does not wait for it
         finally:
             self._end(slot)
 
     def _exchange(self, slot: _Slot, raw: bytes) -> bytes:
         """Send ``raw`` to the slot's reader and return its answer; a typed error if it died."""
         from memoree.daemon.replies import failure_reply
+        from memoree.errors import InternalError
         from memoree.protocol.framing import FrameTruncated, read_frame, write_frame
 
         try:
             if slot.proc is not None and slot.proc.poll() is not None:
                 self._end(slot)  # it ended while idle: this request never reached it
             if slot.channel is None and not self._try_start(slot):
-                raise ReaderGone("no reader process could be started")
+                return failure_reply(raw, InternalError(
+                    "no reader process could be started for this read", retryable=True))
             assert slot.channel is not None
             write_frame(slot.channel, raw)
             return read_frame(slot.channel, limits.MAX_FRAME_BYTES + (1 << 16))
-        except (ReaderGone, FrameTruncated, OSError) as exc:
-            from memoree.errors import InternalError
+        except (FrameTruncated, OSError) as exc:
             from memoree.log import logger
 
             logger().error("reader_process_failed", reader=slot.index, pid=slot.pid, detail=str(exc))
             self._end(slot, kill=True)
-            if not self.stopping.is_set():
-                self._try_start(slot)
             return failure_reply(raw, InternalError(
-                "the reader process answering this read ended before it answered; it was restarted",
+                "the reader process answering this read ended before it answered; a new one is started",
                 retryable=True))
         except BaseException as exc:  # noqa: BLE001 - a relay answers, whatever happens
             self._end(slot, kill=True)  # the channel may hold half a frame: never reuse it
