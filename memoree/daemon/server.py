@@ -5,11 +5,10 @@ caps open connections and buffered bytes, and writes answers without blocking, s
 hold the others up by sending slowly or not at all. A complete frame is admitted (``_admit``: the
 Unix socket's caller must be this user or an allowed uid; a TCP caller must present the store's
 secret, ``memoree.client.secret``; a backup over TCP may write only below the configured backup folder)
-and routed: reads go to the reader pool (``memoree.daemon.readpool``: reader processes, each
-with a connection of its own, one WAL snapshot per request), everything else to the single
-writer thread. The writer groups the mutations that are waiting into one transaction, each
-request in its own savepoint, and acknowledges them only after the one COMMIT (group commit):
-concurrent clients share an fsync,
+and routed: reads go to the reader pool (``memoree.daemon.readpool``: processes with connections of their
+own, one WAL snapshot each), everything else to the single writer thread. The writer groups the
+mutations that are waiting into one transaction, each request in its own savepoint, and
+acknowledges them only after the one COMMIT (group commit): concurrent clients share an fsync,
 and nothing is answered before it is durable. The writer survives every exception: a request
 whose handling fails in any way gets a typed error envelope, and the loop goes on.
 
