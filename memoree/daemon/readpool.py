@@ -1,31 +1,48 @@
-"""The daemon's reader pool: reads on connections of their own, off the writer thread.
+"""The daemon's reader pool: reads answered by reader processes, off the writer and its GIL.
 
-A few threads, each with a read-only SQLite connection to the store's file, answer the ops that
-only read. Each request runs inside one read transaction (one WAL snapshot): the head it checks
-``min_commit_seq`` against and every row it reads come from the same moment. A write is
-acknowledged only after its COMMIT, and a read begins its snapshot after it was received, so a
-client that saw its write acknowledged always reads it back. A slow read (a typo channel, a large
-``context.build``, a ``verify``) holds one reader, never the writer or the other readers.
+The daemon starts ``MEMOREE_READ_PROCESSES`` reader processes (default 3: with the one writer
+that is the protocol's 4-connection envelope; 0 keeps every read on the writer thread). Each is a
+fresh interpreter (``memoree.daemon.reader``) with a read-only SQLite connection of its own, so
+reads run on their own cores beside the writer and beside each other; the query layer being
+Python, threads in one process could not (they shared one GIL with each other and the writer).
 
-``ReadView`` is what the readers see instead of the engine: the same attributes the queries use
-(``conn``, ``cas``, ``log``, ``head()``, ``keys``, ``handler.clock``), bound to the reader's
-connection. With a shared PostgreSQL log every op stays on the writer (``pooled`` says no).
+Requests wait in one queue; one relay thread per reader takes the next, writes it down that
+reader's socketpair and waits (GIL released) for the answer, which goes back to the listener like
+any other. Each reader answers one request at a time, in order, so every request gets exactly
+one answer. Admission stays in the listener: a reader never sees a client.
+
+* **A reader that dies** (killed, out of memory, a crash in a C extension) turns the request it
+  held into a typed, retryable ``INTERNAL_ERROR`` for that request only; once that is answered,
+  its relay starts a fresh reader and goes on. One found dead while idle is replaced before the
+  next request reaches it; when none can be started, the request is answered the same way.
+* **Shutdown**: the channels close (idle readers end), then the life pipe closes, which ends the
+  busy ones too; the relays reap them, killing any that lingers. The daemon dying any other way
+  (``kill -9``) closes the life pipe as well: no reader outlives its daemon.
+
+With a shared PostgreSQL log every op stays on the writer (the daemon starts no pool).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import queue
+import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
-from memoree.eventlog.db import connect
-from memoree.eventlog.sqlite import read_events, read_raw_events
+from memoree import limits
 
-__all__ = ["POOLED_OPS", "READ_THREADS", "ReadView", "ReaderPool"]
+__all__ = ["POOLED_OPS", "READ_PROCESSES", "ReaderPool", "read_processes", "reader_nice"]
 
-READ_THREADS = 3
+READ_PROCESSES = limits.MAX_CONCURRENT_CONNECTIONS - 1  # 3 readers + 1 writer
+PROCESSES_ENV = "MEMOREE_READ_PROCESSES"
+NICE_ENV = "MEMOREE_READER_NICE"
+START_TIMEOUT_S = 60.0  # a reader's interpreter start and store open, on a loaded machine
+REAP_TIMEOUT_S = 5.0
 # Ops that only read the store's file (or nothing at all). Ops that may write (fact.recall
 # materializes, receipt.verify and fact.identity record the key epoch at first use) or copy the
 # store (backup.create) stay on the writer.
@@ -39,75 +56,74 @@ POOLED_OPS = frozenset({
 OWN_SNAPSHOT_OPS = frozenset({"verify"})
 
 
-class _ReadLog:
-    """The log as a reader sees it: head and ordered reads through the reader's connection."""
+def read_processes() -> int:
+    """How many reader processes to start: ``MEMOREE_READ_PROCESSES``, 0..3 (default 3)."""
+    from memoree.errors import ConfigError
 
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def head(self) -> Any:
-        from memoree.eventlog.sqlite import GENESIS_HASH, LogHead
-
-        row = self.conn.execute(
-            "SELECT commit_seq, hash FROM events ORDER BY commit_seq DESC LIMIT 1").fetchone()
-        return LogHead(0, GENESIS_HASH) if row is None else LogHead(row[0], bytes(row[1]))
-
-    def read(self, after: int = 0, limit: int | None = None) -> Iterator[Any]:
-        return read_events(self.conn, after, limit)
-
-    def read_raw(self, after: int = 0, limit: int | None = None) -> Iterator[Any]:
-        return read_raw_events(self.conn, after, limit)
+    chosen = os.environ.get(PROCESSES_ENV, "").strip()
+    if not chosen:
+        return READ_PROCESSES
+    try:
+        count = int(chosen)
+    except ValueError:
+        raise ConfigError(f"{PROCESSES_ENV} must be a whole number from 0 to {READ_PROCESSES}") from None
+    if not 0 <= count <= READ_PROCESSES:
+        raise ConfigError(f"{PROCESSES_ENV} must be from 0 to {READ_PROCESSES} (readers plus the writer "
+                          f"fit the {limits.MAX_CONCURRENT_CONNECTIONS}-connection envelope); got {count}")
+    return count
 
 
-class ReadView:
-    """An engine-shaped, read-only view of the store on one connection of its own."""
+def reader_nice() -> int:
+    """How much lower the readers' CPU priority is than the writer's: ``MEMOREE_READER_NICE``,
+    0..19 (default 0, the same). On a machine whose cores the reads fill, a higher value keeps
+    more of the writer's rate at the cost of the reads'."""
+    from memoree.errors import ConfigError
 
-    shared = None
+    chosen = os.environ.get(NICE_ENV, "").strip() or "0"
+    try:
+        nice = int(chosen)
+    except ValueError:
+        nice = -1
+    if not 0 <= nice <= 19:
+        raise ConfigError(f"{NICE_ENV} must be a whole number from 0 to 19; got {chosen!r}")
+    return nice
 
-    def __init__(self, engine: Any) -> None:
-        from memoree.eventlog.cas import ContentStore
 
-        self.data_dir = engine.data_dir
-        self.db_path = engine.db_path
-        self.keys = engine.keys
-        self.handler = engine.handler  # the clock only: readers never execute commands
-        self.projectors = engine.projectors
-        self.conn = connect(engine.db_path, readonly=True)
-        self.cas = ContentStore(self.conn, engine.data_dir / "blobs")
-        self.log = _ReadLog(self.conn)
+class ReaderGone(Exception):
+    """The reader process ended (or never started) while it held a request."""
 
-    def head(self) -> int:
-        return self.log.head().commit_seq
 
-    def snapshot(self, work: Callable[[], Any]) -> Any:
-        """Run ``work`` inside one read transaction (one WAL snapshot)."""
-        self.conn.execute("BEGIN")
-        try:
-            return work()
-        finally:
-            if self.conn.in_transaction:
-                self.conn.execute("COMMIT")
+class _Slot:
+    """One reader process and its end of the channel; touched only by its relay thread."""
 
-    def close(self) -> None:
-        self.conn.close()
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.channel: socket.socket | None = None
+        self.pid: int | None = None
+        self.starts = 0
 
 
 class ReaderPool:
-    """``READ_THREADS`` threads answering read requests, each through its own ``ReadView``."""
+    """Reader processes behind one request queue (see the module docstring)."""
 
-    def __init__(self, service: Any, answer: Callable[[bytes], bytes], threads: int = READ_THREADS) -> None:
-        self.service = service
-        self.answer = answer  # raw request -> envelope bytes (never raises)
+    def __init__(self, data_dir: Any, daemon_info: dict[str, Any], processes: int = READ_PROCESSES,
+                 nice: int = 0) -> None:
+        self.data_dir = data_dir
+        self.daemon_info = daemon_info
+        self.count = processes
+        self.nice = nice
         self.inbox: queue.Queue[tuple[bytes, Future[bytes]] | None] = queue.Queue()
-        self.count = threads
+        self.slots = [_Slot(n) for n in range(processes)]
         self.threads: list[threading.Thread] = []
+        self.stopping = threading.Event()
+        self.restarts = 0  # readers started again after one ended
+        self._life_r, self._life_w = os.pipe()  # readers hold the read end; only we the write end
 
     def start(self) -> None:
-        # Each reader's connection is opened now, not at its first request: a daemon short of
-        # file descriptors later (a flood of connections) still has its readers.
-        for n in range(self.count):
-            thread = threading.Thread(target=self._run, args=(ReadView(self.service.engine),),
-                                      name=f"memoree-reader-{n}", daemon=True)
+        for slot in self.slots:
+            thread = threading.Thread(target=self._relay, args=(slot,), name=f"memoree-relay-{slot.index}",
+                                      daemon=True)
             self.threads.append(thread)
             thread.start()
 
@@ -116,42 +132,117 @@ class ReaderPool:
         self.inbox.put((raw, future))
         return future
 
+    def pids(self) -> list[int]:
+        """The reader processes running now (operators and tests look them up)."""
+        return [slot.pid for slot in self.slots if slot.pid is not None]
+
     def stop(self) -> None:
+        self.stopping.set()
         for _ in self.threads:
             self.inbox.put(None)
+        self._close_life_pipe()  # ends readers still busy with a request
         for thread in self.threads:
-            thread.join(10)
+            thread.join(REAP_TIMEOUT_S * 2)
+        os.close(self._life_r)
 
-    def _run(self, first_view: ReadView) -> None:
-        view: ReadView | None = first_view
+    # ------------------------------------------------------------------ one relay per reader
+
+    def _relay(self, slot: _Slot) -> None:
         try:
+            self._try_start(slot)  # at once, so the first reads find their readers ready
             while True:
                 item = self.inbox.get()
                 if item is None:
                     return
                 raw, future = item
-                try:
-                    if view is None:
-                        view = ReadView(self.service.engine)
-                    reply = self._answer_through(view, raw)
-                except BaseException as exc:  # noqa: BLE001 - a reader answers, whatever happens
-                    reply = self.answer_failure(raw, exc)
-                    if view is not None:
-                        view.close()
-                        view = None  # a fresh connection for the next request
-                future.set_result(reply)
+                future.set_result(self._exchange(slot, raw))
+                if slot.channel is None:
+                    self._try_start(slot)  # after the answer, so its client does not wait for it
         finally:
-            if view is not None:
-                view.close()
+            self._end(slot)
 
-    def _answer_through(self, view: ReadView, raw: bytes) -> bytes:
-        from memoree.daemon.replies import op_of
-
-        if op_of(raw) in OWN_SNAPSHOT_OPS:
-            return self.service.reading_through(view, lambda: self.answer(raw))
-        return self.service.reading_through(view, lambda: view.snapshot(lambda: self.answer(raw)))
-
-    def answer_failure(self, raw: bytes, exc: BaseException) -> bytes:
+    def _exchange(self, slot: _Slot, raw: bytes) -> bytes:
+        """Send ``raw`` to the slot's reader and return its answer; a typed error if it died."""
         from memoree.daemon.replies import failure_reply
+        from memoree.errors import InternalError
+        from memoree.protocol.framing import FrameTruncated, read_frame, write_frame
 
-        return failure_reply(raw, exc)
+        try:
+            if slot.proc is not None and slot.proc.poll() is not None:
+                self._end(slot)  # it ended while idle: this request never reached it
+            if slot.channel is None and not self._try_start(slot):
+                return failure_reply(raw, InternalError(
+                    "no reader process could be started for this read", retryable=True))
+            assert slot.channel is not None
+            write_frame(slot.channel, raw)
+            return read_frame(slot.channel, limits.MAX_FRAME_BYTES + (1 << 16))
+        except (FrameTruncated, OSError) as exc:
+            from memoree.log import logger
+
+            logger().error("reader_process_failed", reader=slot.index, pid=slot.pid, detail=str(exc))
+            self._end(slot, kill=True)
+            return failure_reply(raw, InternalError(
+                "the reader process answering this read ended before it answered; a new one is started",
+                retryable=True))
+        except BaseException as exc:  # noqa: BLE001 - a relay answers, whatever happens
+            self._end(slot, kill=True)  # the channel may hold half a frame: never reuse it
+            return failure_reply(raw, exc)
+
+    def _try_start(self, slot: _Slot) -> bool:
+        if self.stopping.is_set():
+            return False
+        try:
+            self._start(slot)
+        except (OSError, ValueError, subprocess.SubprocessError, ReaderGone) as exc:
+            from memoree.log import logger
+
+            logger().error("reader_process_start_failed", reader=slot.index, detail=str(exc))
+            self._end(slot, kill=True)
+            return False
+        return True
+
+    def _start(self, slot: _Slot) -> None:
+        from memoree.protocol.framing import FrameTruncated, read_frame, write_frame
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            slot.proc = subprocess.Popen(
+                [sys.executable, "-m", "memoree.daemon.reader", str(theirs.fileno()), str(self._life_r)],
+                pass_fds=(theirs.fileno(), self._life_r), stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        slot.channel = ours
+        slot.starts += 1
+        if slot.starts > 1:
+            self.restarts += 1
+        hello = {"data_dir": str(self.data_dir), "daemon_info": self.daemon_info, "nice": self.nice}
+        ours.settimeout(START_TIMEOUT_S)
+        try:
+            write_frame(ours, json.dumps(hello).encode())
+            ready = json.loads(read_frame(ours, 1 << 16))
+        except (FrameTruncated, OSError, ValueError) as exc:
+            raise ReaderGone(f"the reader process did not start: {exc}") from None
+        ours.settimeout(None)
+        slot.pid = int(ready["pid"])
+
+    def _end(self, slot: _Slot, *, kill: bool = False) -> None:
+        """Close the slot's channel and reap its process: at once with ``kill`` (it failed; a
+        reader holds nothing worth waiting for), else after it ends (killed if it lingers)."""
+        if slot.channel is not None:
+            slot.channel.close()
+            slot.channel = None
+        proc, slot.proc, slot.pid = slot.proc, None, None
+        if proc is None:
+            return
+        if kill:
+            proc.kill()
+        try:
+            proc.wait(REAP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(REAP_TIMEOUT_S)
+
+    def _close_life_pipe(self) -> None:
+        if self._life_w >= 0:
+            os.close(self._life_w)
+            self._life_w = -1

@@ -5,7 +5,7 @@ caps open connections and buffered bytes, and writes answers without blocking, s
 hold the others up by sending slowly or not at all. A complete frame is admitted (``_admit``: the
 Unix socket's caller must be this user or an allowed uid; a TCP caller must present the store's
 secret, ``memoree.client.secret``; a backup over TCP may write only below the configured backup folder)
-and routed: reads go to the reader pool (``memoree.daemon.readpool``: connections and threads of their
+and routed: reads go to the reader pool (``memoree.daemon.readpool``: processes with connections of their
 own, one WAL snapshot each), everything else to the single writer thread. The writer groups the
 mutations that are waiting into one transaction, each request in its own savepoint, and
 acknowledges them only after the one COMMIT (group commit): concurrent clients share an fsync,
@@ -236,6 +236,9 @@ class Daemon:
         self._secret: tuple[tuple[int, int], str] | None = None
 
     def start(self) -> None:
+        from memoree.daemon.readpool import read_processes, reader_nice
+
+        self.read_count, self.read_nice = read_processes(), reader_nice()  # refused before anything starts
         _share_malloc_arenas()
         for warning in prepare_data_dir(self.service.data_dir):
             logger().warning("data_dir_permissions_tightened", detail=warning)
@@ -251,17 +254,24 @@ class Daemon:
         }
         self.listener = self._listen()
         self.writer.start()
-        if self.service.engine.shared is None:  # with a shared log every op stays on the writer
-            from memoree.daemon.readpool import ReaderPool
-
-            self.readers = ReaderPool(self.service, self._answer_read)
-            self.readers.start()
         if self.http_address is not None:
             from memoree.daemon.rest_host import serve_daemon_http
 
             self.http = serve_daemon_http(self, *self.http_address,
                                           allow_non_loopback=self.allow_non_loopback)
             self.service.daemon_info["http_endpoint"] = self.http.url
+        self._start_readers()
+
+    def _start_readers(self) -> None:
+        """Reader processes for the read ops (``memoree.daemon.readpool``), unless the log is a
+        shared PostgreSQL one or ``MEMOREE_READ_PROCESSES=0``: then every op stays on the writer."""
+        from memoree.daemon.readpool import ReaderPool
+
+        count = self.read_count if self.service.engine.shared is None else 0
+        self.service.daemon_info["read_processes"] = count
+        if count:
+            self.readers = ReaderPool(self.service.data_dir, self.service.daemon_info, count, self.read_nice)
+            self.readers.start()
 
     # ------------------------------------------------------------------ routing
 
@@ -273,12 +283,6 @@ class Daemon:
         if self.readers is not None and isinstance(op, str) and op in POOLED_OPS:
             return self.readers.submit(raw)
         return self.writer.submit(raw)
-
-    def _answer_read(self, raw: bytes) -> bytes:
-        reply = self.service.handle_bytes(raw).body
-        if len(reply) > limits.MAX_FRAME_BYTES:
-            return too_large(raw)
-        return reply
 
     def dispatch(self, raw: bytes, peer: Peer) -> Future[bytes]:
         """Admit a frame from ``peer`` (refusals are answered at once), then route it."""

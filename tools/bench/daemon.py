@@ -91,9 +91,10 @@ def prefill(endpoint: Endpoint, items: list[str]) -> None:
         assert b'"ok":true' in reply[:200], reply[:300]
 
 
-def start_daemon(folder: Path) -> tuple[subprocess.Popen[bytes], Endpoint]:
+def start_daemon(folder: Path, **settings: str) -> tuple[subprocess.Popen[bytes], Endpoint]:
+    """A daemon on a store in ``folder``, with no MEMOREE_ setting but ``settings``."""
     sock = folder / "run" / "bench.sock"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMOREE_")}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMOREE_")}, **settings}
     proc = subprocess.Popen([sys.executable, "-m", "memoree", "serve", "--listen", f"unix://{sock}",
                              "--data-dir", str(folder / "daemon-data")], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
