@@ -6,6 +6,9 @@ fresh interpreter (``memoree.daemon.reader``) with a read-only SQLite connection
 reads run on their own cores beside the writer and beside each other; the query layer being
 Python, threads in one process could not (they shared one GIL with each other and the writer).
 
+``MEMOREE_READER_NICE`` (0-19 or ``idle``; default 0) runs the readers at a lower CPU priority
+than the writer, for machines whose cores the reads fill.
+
 Requests wait in one queue; one relay thread per reader takes the next, writes it down that
 reader's socketpair and waits (GIL released) for the answer, which goes back to the listener like
 any other. Each reader answers one request at a time, in order, so every request gets exactly
