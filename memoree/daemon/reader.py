@@ -186,6 +186,14 @@ def _end_with_the_daemon(life_fd: int) -> None:
     threading.Thread(target=watch, name="memoree-reader-life", daemon=True).start()
 
 
+def _lower_priority(nice: int | str) -> None:
+    """Run below the writer: ``idle`` is ``SCHED_IDLE``, a number is a nice increment."""
+    if nice == "idle":
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    else:
+        os.nice(int(nice))
+
+
 def main(argv: list[str]) -> int:
     channel_fd, life_fd = int(argv[0]), int(argv[1])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is the daemon's to handle
@@ -195,7 +203,7 @@ def main(argv: list[str]) -> int:
         hello = json.loads(read_frame(channel, 1 << 20))
     except (FrameTruncated, OSError, ValueError):
         return 1
-    os.nice(int(hello.get("nice") or 0))
+    _lower_priority(hello.get("nice") or 0)
     reader = Reader(Path(hello["data_dir"]), hello.get("daemon_info") or {})
     reader.warm_up()
     reader.serve(channel)

@@ -6,6 +6,9 @@ fresh interpreter (``memoree.daemon.reader``) with a read-only SQLite connection
 reads run on their own cores beside the writer and beside each other; the query layer being
 Python, threads in one process could not (they shared one GIL with each other and the writer).
 
+``MEMOREE_READER_NICE`` (0-19 or ``idle``; default 0) runs the readers at a lower CPU priority
+than the writer, for machines whose cores the reads fill.
+
 Requests wait in one queue; one relay thread per reader takes the next, writes it down that
 reader's socketpair and waits (GIL released) for the answer, which goes back to the listener like
 any other. Each reader answers one request at a time, in order, so every request gets exactly
@@ -73,19 +76,22 @@ def read_processes() -> int:
     return count
 
 
-def reader_nice() -> int:
+def reader_nice() -> int | str:
     """How much lower the readers' CPU priority is than the writer's: ``MEMOREE_READER_NICE``,
-    0..19 (default 0, the same). On a machine whose cores the reads fill, a higher value keeps
-    more of the writer's rate at the cost of the reads'."""
+    0..19 (default 0, the same) or ``idle`` (Linux ``SCHED_IDLE``: a reader runs when nothing else
+    of this session wants the core, and any waking writer preempts it). On a machine whose cores
+    the reads fill, a lower priority keeps more of the writer's rate at the cost of the reads'."""
     from memoree.errors import ConfigError
 
-    chosen = os.environ.get(NICE_ENV, "").strip() or "0"
+    chosen = os.environ.get(NICE_ENV, "").strip().lower() or "0"
+    if chosen == "idle" and hasattr(os, "SCHED_IDLE"):
+        return "idle"
     try:
         nice = int(chosen)
     except ValueError:
         nice = -1
     if not 0 <= nice <= 19:
-        raise ConfigError(f"{NICE_ENV} must be a whole number from 0 to 19; got {chosen!r}")
+        raise ConfigError(f"{NICE_ENV} must be a whole number from 0 to 19 or `idle`; got {chosen!r}")
     return nice
 
 
@@ -108,7 +114,7 @@ class ReaderPool:
     """Reader processes behind one request queue (see the module docstring)."""
 
     def __init__(self, data_dir: Any, daemon_info: dict[str, Any], processes: int = READ_PROCESSES,
-                 nice: int = 0) -> None:
+                 nice: int | str = 0) -> None:
         self.data_dir = data_dir
         self.daemon_info = daemon_info
         self.count = processes

@@ -203,7 +203,8 @@ class TestReaderProcesses:
         assert b"MEMOREE_READ_PROCESSES" in out and b"CONFIG" in out.upper(), out
 
     def test_readers_run_at_the_configured_lower_priority(self, tmp_path: Path) -> None:
-        """MEMOREE_READER_NICE=10 runs every reader at nice 10 (the daemon at its own); 20 is refused."""
+        """MEMOREE_READER_NICE=10 runs every reader at nice 10 (the daemon at its own), `idle` runs
+        them under SCHED_IDLE; 20 is refused."""
         proc = serve(tmp_path, MEMOREE_READER_NICE="10")
         endpoint = Endpoint("unix", str(tmp_path / "run" / "d.sock"))
         try:
@@ -213,6 +214,18 @@ class TestReaderProcesses:
             while [_nice(pid) - _nice(proc.pid) for pid in pids] != [10, 10, 10] and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert [10, 10, 10] == [_nice(pid) - _nice(proc.pid) for pid in pids]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+        proc = serve(tmp_path, MEMOREE_READER_NICE="idle")
+        try:
+            wait_for(endpoint, proc)
+            pids = Served(proc, endpoint).readers_settled(3)
+            deadline = time.monotonic() + 30
+            while any(os.sched_getscheduler(p) != os.SCHED_IDLE for p in pids) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert all(os.sched_getscheduler(p) == os.SCHED_IDLE for p in pids)
+            assert os.sched_getscheduler(proc.pid) != os.SCHED_IDLE
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)

@@ -161,8 +161,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--store", type=int, default=3000, help="artifacts in the store")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each search run")
     parser.add_argument("--puts", type=int, default=400, help="the writer's puts per run")
-    parser.add_argument("--reader-nice", type=int, default=None,
-                        help="MEMOREE_READER_NICE for the measured daemon (default: unset, 0)")
+    parser.add_argument("--reader-nice", default=None,
+                        help="MEMOREE_READER_NICE for the measured daemon: 0-19 or idle (default: unset, 0)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
     args = parser.parse_args(argv)
     settings = {} if args.reader_nice is None else {"MEMOREE_READER_NICE": str(args.reader_nice)}
