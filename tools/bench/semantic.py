@@ -177,8 +177,9 @@ def scan_cost(rows: int, queries: int = 40, with_sqlite_vec: bool = True) -> dic
     index = dense._Index()
     bags: list[Any] = []
     for start in range(0, rows, 50_000):
-        block = [vocabulary[rng.choice(len(vocabulary), size=rng.integers(30, 120), p=weights)]
-                 for _ in range(min(50_000, rows - start))]
+        sizes = rng.integers(30, 120, size=min(50_000, rows - start))
+        drawn = vocabulary[rng.choice(len(vocabulary), size=int(sizes.sum()), p=weights)]
+        block = np.split(drawn, np.cumsum(sizes)[:-1])
         bags += block
         index.artifacts.append(np, [(start + i, (start + i) // 4, 0, 1, blob)
                                     for i, blob in enumerate(quantize(np, embedded(block)))], True)
