@@ -91,6 +91,8 @@ def fold(word: str) -> str:
 
 def words_of(text: str) -> set[str]:
     """The distinct vocabulary words of ``text`` (folded, 3..32 characters)."""
+    if text.isascii():  # folding ASCII is lower-casing, which keeps every word's bounds and length
+        return {w for w in _WORD.findall(text.lower()) if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
     return {fold(w) for w in _WORD.findall(text) if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
 
 
@@ -101,7 +103,7 @@ def deletions(word: str) -> set[str]:
 
 def word_count(text: str) -> int:
     """How many word tokens ``text`` holds (its BM25 length)."""
-    return sum(1 for _ in _WORD.finditer(text))
+    return len(_WORD.findall(text))
 
 
 def add_scope_doc(conn: Any, table: str, scopes: Iterable[str], words: int) -> None:

@@ -290,12 +290,14 @@ class TestDiskFull:
                     service.engine.reindex()
                 assert raised.value.code in ERROR_CODES, raised.value.message
                 assert not list(data.glob(".rebuild-*"))
+            fill(mount / "ballast-after-close")  # closing the store freed its WAL: full again
             reindex = [sys.executable, "-m", "memoree", "--data-dir", str(data), "reindex"]
             result = subprocess.run(reindex, capture_output=True, text=True, env=clean_env(), timeout=120, cwd=REPO_ROOT)
             assert 0 != result.returncode
             assert "Traceback (most recent call last):\n" not in result.stdout + result.stderr, result.stderr[-2000:]
             assert json.loads(result.stdout)["error"]["code"] in ERROR_CODES
             (mount / "ballast").unlink()
+            (mount / "ballast-after-close").unlink()
             with open_service(data) as service:
                 verify_clean(service)
             again = subprocess.run(reindex, capture_output=True, text=True, env=clean_env(), timeout=120, cwd=REPO_ROOT)
