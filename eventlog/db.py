@@ -1,7 +1,7 @@
 """The SQLite driver choice and connection setup, with features detected rather than assumed.
 
-The stdlib ``sqlite3`` on our Debian machines links SQLite 3.40, which lacks the trigram
-tokenizer's ``remove_diacritics`` and FTS5 ``secure-delete``. ``pysqlite3`` (the
+The stdlib ``sqlite3`` on our Debian machines links SQLite 3.40, which lacks FTS5
+``secure-delete``. ``pysqlite3`` (the
 ``pysqlite3-binary`` wheel) bundles a current SQLite behind the same DB-API, so it is preferred
 when installed; the stdlib module is the fallback.
 """
@@ -75,11 +75,6 @@ class Features:
         self.sqlite_version: str = sqlite3.sqlite_version
         self.driver: str = sqlite3.__name__.split(".")[0]
         self.fts5 = _creates(probe, "CREATE VIRTUAL TABLE t1 USING fts5(x)")
-        self.trigram = _creates(probe, "CREATE VIRTUAL TABLE t2 USING fts5(x, tokenize='trigram')")
-        self.trigram_remove_diacritics = _creates(
-            probe,
-            "CREATE VIRTUAL TABLE t3 USING fts5(x, tokenize='trigram case_sensitive 0 remove_diacritics 1')",
-        )
         self.secure_delete = self.fts5 and _creates(
             probe, "INSERT INTO t1(t1, rank) VALUES('secure-delete', 1)"
         )

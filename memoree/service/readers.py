@@ -85,7 +85,7 @@ def doctor(service: Service, request: Request, inp: Any) -> dict[str, Any]:
         "schema_version": 1,
         "authoritative_store": "postgresql" if engine.shared is not None else "sqlite_wal",
         "storage_mode": f"{feats.driver} {feats.sqlite_version}",
-        "retrieval_mode": "fts5_trigram_hybrid" if feats.trigram else "fts5",
+        "retrieval_mode": "fts5_trigram_hybrid",
         "data_dir": str(service.data_dir),
         "last_commit_seq": head,
         "semantic": describe(engine.conn),

@@ -50,7 +50,7 @@ class TestSqliteSpecifics:
         assert 1 == conn.execute("PRAGMA foreign_keys").fetchone()[0]
 
     def test_features_are_detected(self) -> None:
-        """The driver reports FTS5 and trigram support rather than assuming them."""
+        """The driver reports FTS5 and secure-delete support rather than assuming them."""
         feats = features()
-        assert feats.fts5 and feats.trigram
-        assert isinstance(feats.trigram_remove_diacritics, bool)
+        assert feats.fts5
+        assert isinstance(feats.secure_delete, bool)
