@@ -40,7 +40,7 @@ from .fts_vocab import (
 )
 from .text import body_index_text
 
-__all__ = ["FTS_INDEXES", "FtsProjector", "fts_schema"]
+__all__ = ["FTS_INDEXES", "FtsProjector", "fts_schema", "last_doc_ids"]
 
 WORD_TOKENIZER = "unicode61 remove_diacritics 2"
 
@@ -135,7 +135,7 @@ class FtsProjector:
         (``finish_bulk``) and the FTS5 indexes are built at once after."""
         self.bulk = True
         self.purges = self.cas.purges_by_artifact()  # one read instead of one query per revision
-        self.bulk_mark = _last_doc_ids(conn)
+        self.bulk_mark = last_doc_ids(conn)
 
     def finish_bulk(self, conn: Any) -> None:
         """The replayed texts' vocabulary, added once per scope (the FTS5 indexes come after)."""
@@ -157,7 +157,7 @@ class FtsProjector:
         the end indexes exactly what the group keeps. Nothing is indexed when the block raises:
         the transaction is being rolled back anyway.
         """
-        self.indexed_upto = _last_doc_ids(conn)
+        self.indexed_upto = last_doc_ids(conn)
         try:
             yield
             self._index_past(conn, *self.indexed_upto)
@@ -328,7 +328,8 @@ class FtsProjector:
                          (doc_id, p.statement, scope))
 
 
-def _last_doc_ids(conn: Any) -> tuple[int, int]:
+def last_doc_ids(conn: Any) -> tuple[int, int]:
+    """The newest artifact and claim text rows' document ids (0 when there are none)."""
     return (conn.execute("SELECT coalesce(max(doc_id), 0) FROM artifact_search_text").fetchone()[0],
             conn.execute("SELECT coalesce(max(doc_id), 0) FROM claim_search_text").fetchone()[0])
 

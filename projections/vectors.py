@@ -20,12 +20,14 @@ so the store rebuilds the projection from the log on its next open.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from memoree.eventlog.store import RecordedEvent
 
 from .embedding import load_model, quantize
-from .fts import CHUNK_ID_BITS
+from .fts import CHUNK_ID_BITS, last_doc_ids
 
 __all__ = ["PASSAGE_BYTES", "VectorsProjector", "passage_spans", "projector_version"]
 
@@ -122,6 +124,7 @@ class VectorsProjector:
         self.pending_artifacts: list[tuple[int, str, str, str, list[tuple[int, int]], list[str]]] = []
         self.pending_rows = 0
         self.pending_claims: list[tuple[int, str, str]] = []
+        self.deferring = False
 
     def begin_bulk(self, conn: Any) -> None:
         self.bulk = True
@@ -130,8 +133,44 @@ class VectorsProjector:
         self._flush(conn)
         self.bulk = False
 
+    @contextmanager
+    def deferred(self, conn: Any) -> Iterator[None]:
+        """Embed the texts of a group of mutations once, at the group's end, in their transaction.
+
+        One model call for the group instead of one per revision (the tokenizer's fixed cost is
+        most of a small text's embedding). Like the FTS projector's deferral, it embeds every text
+        row past the group's start mark: a request rolled back to its savepoint took its rows with
+        it, and a purge in the group has already emptied the bodies it erased, so the rows are
+        the ones one-by-one writes would have left (a purged body keeps its title vector only).
+        """
+        if self.model is None:
+            yield
+            return
+        artifacts, claims = last_doc_ids(conn)
+        self.deferring = True
+        try:
+            yield
+            self._embed_past(conn, artifacts, claims)
+        finally:
+            self.deferring = False
+
+    def _embed_past(self, conn: Any, artifacts: int, claims: int) -> None:
+        bulk, self.bulk = self.bulk, True
+        try:
+            for (revision_id,) in conn.execute("SELECT revision_id FROM artifact_search_text "
+                                               "WHERE doc_id > ? ORDER BY doc_id", (artifacts,)).fetchall():
+                self._artifact_revision(conn, revision_id)
+            for (revision_id,) in conn.execute("SELECT revision_id FROM claim_search_text "
+                                               "WHERE doc_id > ? ORDER BY doc_id", (claims,)).fetchall():
+                self._claim_revision(conn, revision_id)
+            self._flush(conn)
+        finally:
+            self.bulk = bulk
+
     def apply(self, conn: Any, event: RecordedEvent) -> None:
         if self.model is None:
+            return
+        if self.deferring and event.type != "artifact.purged":
             return
         if event.type in ("artifact.created", "artifact.revised"):
             self._artifact_revision(conn, event.payload.revision_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -150,9 +150,11 @@ class Engine:
     @contextmanager
     def group(self) -> Iterator[Any]:
         """One write transaction for several mutations (each runs in its own savepoint, as a
-        nested ``log.transaction()``), with their text indexed once at the end."""
-        fts = next(p for p in self.projectors if p.name == "fts")
-        with storage_errors(), self.log.transaction() as conn, fts.deferred(conn):  # type: ignore[attr-defined]
+        nested ``log.transaction()``), with their text indexed and embedded once at the end."""
+        deferring = [p for p in self.projectors if p.name in ("fts", "vectors")]
+        with storage_errors(), self.log.transaction() as conn, ExitStack() as stack:
+            for projector in deferring:
+                stack.enter_context(projector.deferred(conn))  # type: ignore[attr-defined]
             yield conn
 
     def node_key(self) -> NodeKey:

@@ -102,3 +102,55 @@ class TestProjection:
         finally:
             service.close()
 
+
+
+def id_free_rows(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """The vector rows without the random revision and artifact ids (two stores never share those)."""
+    return {"artifact_vectors": conn.execute("SELECT vec_id, doc_id, start_byte, end_byte, vector "
+                                             "FROM artifact_vectors ORDER BY 1").fetchall(),
+            "claim_vectors": conn.execute("SELECT doc_id, vector FROM claim_vectors ORDER BY 1").fetchall(),
+            "vector_state": conn.execute("SELECT * FROM vector_state ORDER BY 1").fetchall()}
+
+
+class TestGroupedEmbedding:
+    """Engine.group embeds a group's texts once, at its end, leaving the rows one-by-one writes leave."""
+
+    def test_a_group_leaves_the_vectors_one_by_one_writes_would(self, call: Caller, tmp_path: Path) -> None:
+        """Puts, a revision, a claim, a unit rolled back and a purge inside one group give the same
+        vector rows as the surviving requests written one by one."""
+        def write(caller: Caller, engine: Any, grouped: bool) -> None:
+            populate(caller)
+            doomed = caller.put_text("A passage about the quokka that a purge erases.", key="doomed")
+            if grouped:
+                try:
+                    with engine.log.transaction():
+                        caller.put_text("This unit is rolled back to its savepoint.", key="rolled")
+                        raise RuntimeError("the unit fails after writing")
+                except RuntimeError:
+                    pass
+            caller.ok("artifact.purge", {"artifact_id": doomed["artifact_id"], "reason": "erasure"}, key="purge")
+            caller.put_text("A later note about bilbies.", key="later")
+
+        single = Caller(Service(tmp_path / "one-by-one"))
+        write(single, single.service.engine, grouped=False)
+        engine = call.service.engine
+        with engine.group():
+            write(call, engine, grouped=True)
+        grouped = id_free_rows(engine.conn)
+        assert grouped == id_free_rows(single.service.engine.conn)
+        assert grouped["claim_vectors"] and len(grouped["artifact_vectors"]) > 4
+        before = rows(engine.conn)
+        engine.reindex(["vectors"])
+        assert before == rows(engine.conn)
+        single.service.close()
+
+    def test_a_failed_group_embeds_nothing(self, call: Caller) -> None:
+        """When the group's block raises, no vector row is left behind."""
+        engine = call.service.engine
+        try:
+            with engine.group():
+                call.put_text("never committed echidna")
+                raise RuntimeError("the group fails")
+        except RuntimeError:
+            pass
+        assert not any(rows(engine.conn)[table] for table in ("artifact_vectors", "claim_vectors"))
