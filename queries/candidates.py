@@ -40,7 +40,7 @@ BM25_B = 0.75
 LIVE_CLAIM_STATUSES = ("active", "conflicted")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Candidate:
     """One (entity, revision) under consideration, accumulating every channel's evidence."""
 
