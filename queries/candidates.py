@@ -8,7 +8,10 @@ computed only from what the horizon holds: each unit's document frequency and ID
 units (document-level qualification, `lexical_qualification_v2`) and its lexical score (the IDF
 of the units it matches). Visibility (current revision, lifecycle, validity, the task rule) is
 then checked by joining the owner rows of the best-scoring documents only. Work per request is
-bounded by the unit count (≤ 48) times the cap, whatever the store holds.
+bounded by the unit count (≤ 48) times the cap, whatever the store holds. Shortcuts that change
+no result: a unit's expression leaves out inflections the horizon's vocabulary lacks, the scope
+filter goes when the horizon holds every document of the table, and membership tests read rowid
+ranges rather than FTS5's one lookup per id.
 """
 
 from __future__ import annotations
