@@ -8,7 +8,10 @@ computed only from what the horizon holds: each unit's document frequency and ID
 units (document-level qualification, `lexical_qualification_v2`) and its lexical score (the IDF
 of the units it matches). Visibility (current revision, lifecycle, validity, the task rule) is
 then checked by joining the owner rows of the best-scoring documents only. Work per request is
-bounded by the unit count (≤ 48) times the cap, whatever the store holds.
+bounded by the unit count (≤ 48) times the cap, whatever the store holds. Shortcuts that change
+no result: a unit's expression leaves out inflections the horizon's vocabulary lacks, the scope
+filter goes when the horizon holds every document of the table, and membership tests read rowid
+ranges rather than FTS5's one lookup per id.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ BM25_B = 0.75
 LIVE_CLAIM_STATUSES = ("active", "conflicted")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Candidate:
     """One (entity, revision) under consideration, accumulating every channel's evidence."""
 
@@ -510,16 +513,19 @@ def visible_rows(conn: Any, table: Table, filters: Filters, ranked: Sequence[int
 
 RANGE_ROWS_PER_ID = 32
 RANGE_ROWS_FLOOR = 256
-MEMBERSHIP_SLICE = 500
+RANGES_PER_STATEMENT = 64
 
 
-def docs_matching(conn: Any, index: str, expression: str, doc_ids: Sequence[int]) -> set[int]:
+def docs_matching(conn: Any, index: str, expression: str, doc_ids: Sequence[int],
+                  block_bits: int = 0) -> set[int]:
     """Which of ``doc_ids`` match ``expression`` (a membership test, no statistics).
 
     First one read of the expression's matches between the smallest and the largest id, at most
     ``RANGE_ROWS_PER_ID`` rows per id asked: FTS5 answers ``rowid IN (…)`` with one full lookup
-    per id (~12 µs each), a range with one lookup and a cheap walk of the doclist. Only when the
-    range holds more matches than that bound are the ids looked up one by one."""
+    per id (~12 µs each), a range with one lookup and a cheap walk of the doclist. When the
+    range holds more matches than that bound, each block of ids (ids equal above the low
+    ``block_bits`` bits: one revision's chunk rows, ``CHUNK_ID_BITS``; else each id alone) is
+    read as its own rowid range, many ranges to a statement."""
     ids = sorted(set(doc_ids))
     if not ids:
         return set()
@@ -529,14 +535,19 @@ def docs_matching(conn: Any, index: str, expression: str, doc_ids: Sequence[int]
         (expression, ids[0], ids[-1], bound + 1)).fetchall()
     if len(rows) <= bound:
         return {row[0] for row in rows}.intersection(ids)
+    blocks: list[list[int]] = []
+    for doc_id in ids:
+        if blocks and blocks[-1][1] >> block_bits == doc_id >> block_bits:
+            blocks[-1][1] = doc_id
+        else:
+            blocks.append([doc_id, doc_id])
     found: set[int] = set()
-    for start in range(0, len(ids), MEMBERSHIP_SLICE):
-        piece = ids[start:start + MEMBERSHIP_SLICE]
-        marks = ",".join("?" * len(piece))
+    one = f"SELECT rowid FROM {index} WHERE {index} MATCH ? AND rowid BETWEEN ? AND ?"
+    for start in range(0, len(blocks), RANGES_PER_STATEMENT):
+        piece = blocks[start:start + RANGES_PER_STATEMENT]
         found.update(row[0] for row in conn.execute(
-            f"SELECT rowid FROM {index} WHERE {index} MATCH ? AND rowid IN ({marks})",
-            (expression, *piece)))
-    return found
+            " UNION ALL ".join([one] * len(piece)), [v for lo, hi in piece for v in (expression, lo, hi)]))
+    return found.intersection(ids)
 
 
 def unit_membership(conn: Any, table: Table, analysis: AnalyzedQuery, matches: UnitMatches,

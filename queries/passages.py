@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoree.projections.chunker import CHUNKER_VERSION, span_citation
+from memoree.projections.fts import CHUNK_ID_BITS
 from memoree.projections.fts_vocab import fold
 from memoree.projections.text import floor_char_boundary
 
@@ -215,7 +216,7 @@ def chunk_matches(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[ChunkRow]
         if units is not None and index not in units:
             continue
         expression = expressions[index] if expressions else unit.fts_expression
-        for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids):
+        for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids, CHUNK_ID_BITS):
             matched.setdefault(chunk_id, set()).add(index)
     return ChunkMatch(matched)
 
@@ -322,6 +323,6 @@ def _typo_chunk_matches(conn: Any, artifacts: Sequence[Candidate],
             continue
         ids = [ch.chunk_id for ch in rows.get(c.revision_id, [])]
         for index, expression in c.typo_expressions:
-            for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids):
+            for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids, CHUNK_ID_BITS):
                 found.setdefault(chunk_id, set()).add(index)
     return found
