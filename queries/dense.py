@@ -48,8 +48,8 @@ CLAIM_STRONG_COSINE = 0.62
 UNMATCHED_MIN_COSINE = 0.15
 EXACT_SCAN_ROWS = 2048
 # Rows the sign-bit pass keeps for exact scoring: the knee of recall vs time measured by
-# `python -m tools.bench.semantic --scan-only` (at 400,000 rows, 2,048 -> 4,096 gains 0.11 of
-# recall@10 for 0.3 ms; 4,096 -> 8,192 gains 0.07 for 0.7 ms more).
+# `python -m tools.bench.semantic --scan-only` (at 400,000 rows, 2,048 -> 4,096 gains 0.10 of
+# recall@10 for 0.2 ms; 4,096 -> 8,192 gains 0.07 for 0.7 ms more).
 PREFILTER_ROWS = 4096
 SIGN_BLOCK_ROWS = 16384
 MAX_QUERY_CHARS = 4096
