@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "DIMENSIONS", "MODEL_ID", "Model", "ModelStatus", "load_model", "model_status", "quantize",
+    "DIMENSIONS", "MODEL_ID", "Model", "ModelStatus", "common_axis", "load_model", "model_status",
+    "quantize",
 ]
 
 MODEL_ID = "wordllama/l2_supercat_256"
@@ -65,6 +66,7 @@ class Model:
         self.tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
+        self.common_axis = common_axis(np, self.table)
 
     def embed(self, texts: list[str]) -> Any:
         """One unit vector per text (all zeros for a text with no tokens), float32 ``(n, 256)``."""
@@ -111,6 +113,20 @@ class Model:
         block[good] /= norms[good, None]
         block[~good] = 0.0
         return block
+
+
+def common_axis(np: Any, table: Any) -> Any:
+    """The unit direction of the mean token row: the direction every text's embedding leans
+    toward, whatever it says. A fixed function of the model's weights (summed in float64 and
+    rounded, so the same weights give the same axis on any machine), never of a store's rows;
+    the dense channel's sign-bit prefilter takes bits only of what lies off this axis."""
+    mean = np.round(table.astype(np.float64).mean(axis=0), 9)
+    norm = float(np.sqrt(mean @ mean))
+    if norm == 0.0:
+        return np.zeros(table.shape[1], dtype=np.float32)
+    axis = (mean / norm).astype(np.float32)
+    axis.setflags(write=False)
+    return axis
 
 
 def quantize(np: Any, vectors: Any) -> list[bytes]:

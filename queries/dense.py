@@ -21,7 +21,11 @@ same register close together (calibrated on the Memoree v2 paraphrase and honest
 Vectors are read from SQLite once per process and kept in memory (int8 rows plus their sign
 bits); a reader appends rows added since and reloads after a purge (``vector_state.generation``)
 or a rebuild. Above ``EXACT_SCAN_ROWS`` rows a Hamming pass over the sign bits picks the
-``PREFILTER_ROWS`` nearest rows, which are then scored exactly.
+``PREFILTER_ROWS`` nearest rows, which are then scored exactly. The bits are taken of each
+vector with its component along the model's common axis removed (``Model.common_axis``, the
+mean token row's direction): every text leans that way, so raw signs would spend bits on what
+all rows share. The axis is fixed by the model's weights, so a row's bits depend on that row
+alone, never on what else is stored or in what order it was loaded.
 """
 
 from __future__ import annotations
@@ -43,7 +47,11 @@ CLAIM_ACCEPT_MARGIN = 0.08
 CLAIM_STRONG_COSINE = 0.62
 UNMATCHED_MIN_COSINE = 0.15
 EXACT_SCAN_ROWS = 2048
-PREFILTER_ROWS = 2048
+# Rows the sign-bit pass keeps for exact scoring: the knee of recall vs time measured by
+# `python -m tools.bench.semantic --scan-only` (at 400,000 rows, 2,048 -> 4,096 gains 0.10 of
+# recall@10 for 0.2 ms; 4,096 -> 8,192 gains 0.07 for 0.7 ms more).
+PREFILTER_ROWS = 4096
+SIGN_BLOCK_ROWS = 16384
 MAX_QUERY_CHARS = 4096
 VISIBILITY_SLICES = 6
 ROWS_PER_DOCUMENT = 4
@@ -65,7 +73,9 @@ class _Rows:
     bits: Any = None
     documents: int = 0  # artifacts: title rows (one per revision); claims: rows
 
-    def append(self, np: Any, rows: list[tuple[Any, ...]], has_spans: bool) -> None:
+    def append(self, np: Any, rows: list[tuple[Any, ...]], has_spans: bool, axis: Any) -> None:
+        """Add rows (``vec_id, doc_id, [start, end,] vector``) in ``vec_id`` order, with their
+        sign bits taken off ``axis`` (the model's common axis; ``None``: raw signs)."""
         if not rows:
             return
         needed = self.count + len(rows)
@@ -80,7 +90,9 @@ class _Rows:
             self.ends[n:end] = [-1 if r[3] is None else r[3] for r in rows]
         block = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.int8).reshape(len(rows), -1)
         self.vectors[n:end] = block
-        self.bits[:, n:end] = np.packbits(block > 0, axis=1).view(np.uint64).T
+        for at in range(0, len(rows), SIGN_BLOCK_ROWS):
+            stop = min(len(rows), at + SIGN_BLOCK_ROWS)
+            self.bits[:, n + at:n + stop] = sign_bits(np, block[at:stop], axis)
         self.count, self.top_id = end, int(rows[-1][0])
         self.documents += sum(1 for r in rows if r[2] is None) if has_spans else len(rows)
 
@@ -99,6 +111,17 @@ class _Rows:
         self.vectors = grown(self.vectors, (capacity, 256), np.int8)
         # Sign bits by word, each word's column contiguous: the Hamming pass reads 4 long rows.
         self.bits = grown(self.bits, (4, capacity), np.uint64, columns=True)
+
+
+def sign_bits(np: Any, block: Any, axis: Any) -> Any:
+    """Each row's sign bits after removing its component along the unit ``axis`` (``None``: the
+    raw signs), packed as 4 uint64 words per row, shape ``(4, rows)``. Each row's projection is
+    summed on its own in float64, so its bits never depend on the rows beside it."""
+    values = block.astype(np.float64)
+    if axis is not None:
+        along = np.einsum("ij,j->i", values, axis.astype(np.float64))
+        values -= along[:, None] * axis.astype(np.float64)[None, :]
+    return np.packbits(values > 0, axis=1).view(np.uint64).T
 
 
 @dataclass
@@ -139,12 +162,13 @@ def _current_index(conn: Any, np: Any) -> _Index:
         # rows we hold beyond the table's end: start over from the table.
         if index is None or index.key != (generation, version) or top < index.artifacts.top_id:
             index = _INDEXES[name] = _Index(key=(generation, version))
+        axis = load_model().common_axis
         index.artifacts.append(np, conn.execute(
             "SELECT vec_id, doc_id, start_byte, end_byte, vector FROM artifact_vectors "
-            "WHERE vec_id > ? ORDER BY vec_id", (index.artifacts.top_id,)).fetchall(), True)
+            "WHERE vec_id > ? ORDER BY vec_id", (index.artifacts.top_id,)).fetchall(), True, axis)
         index.claims.append(np, conn.execute(
             "SELECT doc_id, doc_id, vector FROM claim_vectors WHERE doc_id > ? ORDER BY doc_id",
-            (index.claims.top_id,)).fetchall(), False)
+            (index.claims.top_id,)).fetchall(), False, axis)
         return index
 
 
@@ -198,20 +222,28 @@ def _dot(np: Any, vectors: Any, query: Any) -> Any:
     return np.einsum("ij,j->i", vectors, query, dtype=np.float32, casting="unsafe")
 
 
-def _similarities(np: Any, rows: _Rows, query: Any) -> tuple[Any, Any]:
+def _similarities(np: Any, rows: _Rows, query: Any, axis: Any, keep: int = PREFILTER_ROWS) -> tuple[Any, Any]:
     """(row positions, cosine) for the rows worth scoring exactly."""
     if rows.count == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     if rows.count <= EXACT_SCAN_ROWS:
         return np.arange(rows.count), _dot(np, rows.vectors[:rows.count], query)
-    signs = np.packbits(query > 0).view(np.uint64)
+    positions = prefiltered(np, rows, query, axis, keep)
+    return positions, _dot(np, rows.vectors[positions], query)
+
+
+def prefiltered(np: Any, rows: _Rows, query: Any, axis: Any, keep: int) -> Any:
+    """Positions of the ``keep`` rows nearest the query by Hamming distance between sign bits
+    taken off ``axis`` (as the rows' were), plus every row tied with the last one kept."""
+    if rows.count <= keep:
+        return np.arange(rows.count)
+    signs = sign_bits(np, query[None, :], axis)[:, 0]
     # uint16: 256 differing bits must not wrap to 0 (uint8), and int32 doubles the memory traffic.
     distance = np.bitwise_count(rows.bits[0, :rows.count] ^ signs[0]).astype(np.uint16)
     for word in range(1, len(signs)):
         distance += np.bitwise_count(rows.bits[word, :rows.count] ^ signs[word])
-    kth = np.partition(distance, PREFILTER_ROWS)[PREFILTER_ROWS]
-    positions = np.flatnonzero(distance <= kth)  # ties kept whole: the set is deterministic
-    return positions, _dot(np, rows.vectors[positions], query)
+    kth = np.partition(distance, keep)[keep]
+    return np.flatnonzero(distance <= kth)  # ties kept whole: the set is deterministic
 
 
 def _ranked_documents(np: Any, rows: _Rows, positions: Any, scores: Any, wanted: int) -> list[DenseHit]:
@@ -262,10 +294,10 @@ def _scaled_embedding(model: Any, text: str) -> Any:
 
 def dense_hits(index: _Index, entity_type: str, query_vector: Any, wanted: int) -> list[DenseHit]:
     """The ``wanted`` nearest documents of ``entity_type`` at or above the candidate floor."""
-    np = load_model().np
+    model = load_model()
     rows = index.artifacts if entity_type == "artifact" else index.claims
-    positions, scores = _similarities(np, rows, query_vector)
-    return _ranked_documents(np, rows, positions, scores, wanted)
+    positions, scores = _similarities(model.np, rows, query_vector, model.common_axis)
+    return _ranked_documents(model.np, rows, positions, scores, wanted)
 
 
 def unmatched_similarity(query: str, matched_terms: list[str], hit: DenseHit) -> float:

@@ -174,3 +174,82 @@ class TestTurningItOff:
         assert (embedding.MODEL_ID, embedding.DIMENSIONS, True) == (
             semantic["model_id"], semantic["dimensions"], semantic["enabled"])
         assert semantic["model_revision"]
+
+
+def int8_rows(np: Any, vectors: Any) -> list[bytes]:
+    return embedding.quantize(np, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+
+
+def loaded_rows(np: Any, blobs: list[bytes], axis: Any, chunks: int = 1) -> Any:
+    """A table's in-memory rows (claim layout), appended in ``chunks`` pieces as a reader does."""
+    from memoree.queries import dense
+
+    rows = dense._Rows()
+    table = [(i, i, blob) for i, blob in enumerate(blobs)]
+    step = -(-len(table) // chunks)
+    for start in range(0, len(table), step):
+        rows.append(np, table[start:start + step], False, axis)
+    return rows
+
+
+def clustered_set(np: Any, axis: Any, count: int) -> Any:
+    """Unit-ish rows in 60 topic clusters that all lean along ``axis`` (as real texts lean along
+    the model's mean token direction), as float32 ``(count, 256)``."""
+    rng = np.random.default_rng(11)
+    centres = rng.normal(size=(60, 256)).astype(np.float32) / 16
+    members = rng.integers(60, size=count)
+    noise = rng.normal(size=(count, 256)).astype(np.float32) / 16
+    return (1.6 * axis)[None, :] + 0.5 * centres[members] + noise
+
+
+class TestPrefilterCentring:
+    """The sign-bit prefilter's bits are taken off a direction fixed by the model's weights."""
+
+    def test_the_common_axis_is_a_fixed_function_of_the_model(self) -> None:
+        """Two loads of the same weights give the same axis, byte for byte, and it is the unit
+        direction of the mean token row."""
+        model = embedding.load_model()
+        np = model.np
+        again = embedding.common_axis(np, model.table.copy())
+        assert model.common_axis.tobytes() == again.tobytes()
+        mean = model.table.astype(np.float64).mean(axis=0)
+        assert abs(float(np.linalg.norm(model.common_axis)) - 1.0) < 1e-5
+        assert float(model.common_axis @ (mean / np.linalg.norm(mean))) > 0.9999
+
+    def test_a_vectors_bits_do_not_depend_on_what_else_is_stored(self) -> None:
+        """One stored vector gets the same sign bits alone, among other rows, and among
+        different rows loaded in another number of pieces."""
+        from memoree.queries import dense
+
+        model = embedding.load_model()
+        np = model.np
+        rng = np.random.default_rng(5)
+        probe = int8_rows(np, clustered_set(np, model.common_axis, 1))[0]
+        first = int8_rows(np, rng.normal(size=(3000, 256)).astype(np.float32))
+        second = int8_rows(np, clustered_set(np, model.common_axis, 5000))
+        alone = dense.sign_bits(np, np.frombuffer(probe, dtype=np.int8)[None, :], model.common_axis)[:, 0]
+        among_first = loaded_rows(np, [*first[:1700], probe, *first[1700:]], model.common_axis)
+        among_second = loaded_rows(np, [*second[:4321], probe, *second[4321:]], model.common_axis, chunks=7)
+        assert alone.tobytes() == among_first.bits[:, 1700].tobytes() == among_second.bits[:, 4321].tobytes()
+
+    def test_centred_bits_keep_more_of_the_true_nearest_rows_than_raw_signs(self) -> None:
+        """On a clustered set leaning along the model's axis, the prefilter keeping 2% of the rows
+        holds more of each query's exact 10 nearest rows with centred bits than with raw signs."""
+        from memoree.queries import dense
+
+        model = embedding.load_model()
+        np = model.np
+        blobs = int8_rows(np, clustered_set(np, model.common_axis, 6000))
+        stored = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(blobs), -1)
+        rng = np.random.default_rng(3)
+        queries = stored[rng.choice(len(blobs), 60, replace=False)].astype(np.float32) / 127
+        queries += rng.normal(size=queries.shape).astype(np.float32) / 20
+        recall = {}
+        for name, axis in (("centred", model.common_axis), ("raw", None)):
+            rows = loaded_rows(np, blobs, axis)
+            kept = 0
+            for query in queries:
+                truth = np.argsort(-(stored.astype(np.float32) @ query), kind="stable")[:10]
+                kept += len(set(truth) & set(dense.prefiltered(np, rows, query, axis, 120).tolist()))
+            recall[name] = kept / (10 * len(queries))
+        assert recall["centred"] > recall["raw"], recall

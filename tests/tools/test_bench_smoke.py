@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
+
 from tools.bench import put
 
 
@@ -37,3 +39,14 @@ class TestSemanticBenchSmoke:
         assert 5 + (importlib.util.find_spec("sqlite_vec") is not None) == len(rows)
         assert all(row.ours > 0 and row.baseline > 0 for row in rows)
         assert embedding.load_model() is not None
+
+    def test_semantic_scan_only_sweeps_the_prefilter(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``--scan-only`` measures just the scan, one row per size, and prints each kept-row
+        count's recall centred and raw."""
+        from tools.bench import semantic
+
+        rows = semantic.main(["--scan-only", "--scan-rows", "3000", "--keep", "2100", "--queries", "3",
+                              "--no-sqlite-vec"])
+        assert 1 == len(rows) and rows[0].ours > 0 and rows[0].baseline > 0
+        printed = capsys.readouterr().out
+        assert "2100 rows, centred" in printed and "2100 rows, raw signs" in printed

@@ -2,6 +2,8 @@
 
     python -m tools.bench.semantic [--n 10000] [--claims 0.1] [--puts 300] [--reps 5] [--quick]
                                    [--reindexes 2] [--scan-rows 400000]
+    python -m tools.bench.semantic --scan-only [--scan-rows 20000 --scan-rows 100000 ...]
+                                   [--keep 2048 --keep 4096 ...] [--queries 100] [--no-sqlite-vec]
 
 Both sides run in one process, interleaved, so machine noise (a shared machine) falls on both
 alike. The store holds N synthetic artifacts (``tools.bench.search``'s corpus) and ``--claims``
@@ -14,9 +16,12 @@ alike. The store holds N synthetic artifacts (``tools.bench.search``'s corpus) a
   asked with ``semantic.enabled`` false and true, alternately;
 - put rate: durable one-by-one ``artifact.put`` of 1 KiB texts into two fresh stores, one opened
   with the model off and one with it on, ten at a time alternately (``--puts 0``: skipped);
-- the nearest-document scan alone over ``--scan-rows`` random int8 vectors: the Hamming-prefiltered
-  numpy scan the channel uses, every row exactly, and (where the ``sqlite-vec`` package is
-  installed) the same rows in a sqlite-vec ``vec0`` table searched by its KNN.
+- the nearest-document scan alone over ``--scan-rows`` int8 vectors (the model's embeddings of
+  synthetic token bags, see ``scan_cost``): the Hamming-prefiltered numpy scan the channel uses,
+  every row exactly, and (where the ``sqlite-vec`` package is installed) the same rows in a
+  sqlite-vec ``vec0`` table searched by its KNN. ``--scan-only`` runs just this, at each
+  ``--scan-rows`` size, and sweeps the prefilter's kept rows (``--keep``) with its sign bits
+  centred on the model's common axis and raw: recall@10 against the exact scan and p50 of each.
 Ratios are with / without.
 """
 
@@ -150,10 +155,13 @@ def measure(n: int, claims: float, puts: int, reps: int, say: Callable[[str], No
             "put_on_per_s": rates[True], "put_off_per_s": rates[False]}
 
 
-def scan_cost(rows: int, queries: int = 40, with_sqlite_vec: bool = True) -> dict[str, Any]:
+def scan_cost(rows: int, queries: int = 40, with_sqlite_vec: bool = True,
+              keeps: tuple[int, ...] = ()) -> dict[str, Any]:
     """The dense channel's nearest-document scan over ``rows`` stored vectors, the Hamming
     prefilter then exact scoring, vs scoring every row exactly (and vs sqlite-vec): p50 ms of
     each, and recall@10: the share of the exact scan's 10 nearest documents each one returns.
+    ``keeps``: also the prefilter keeping each of these many rows, with its sign bits taken off
+    the model's common axis (as shipped) and raw (uncentred), for choosing ``PREFILTER_ROWS``.
 
     Rows are the model's own embeddings of synthetic token bags (30-120 word pieces drawn
     Zipf-like from its vocabulary; 4 rows per document, as a 1 KiB artifact has), int8 as
@@ -182,10 +190,18 @@ def scan_cost(rows: int, queries: int = 40, with_sqlite_vec: bool = True) -> dic
         block = np.split(drawn, np.cumsum(sizes)[:-1])
         bags += block
         index.artifacts.append(np, [(start + i, (start + i) // 4, 0, 1, blob)
-                                    for i, blob in enumerate(quantize(np, embedded(block)))], True)
+                                    for i, blob in enumerate(quantize(np, embedded(block)))], True,
+                               model.common_axis)
+    raw = dense._Rows(**{**vars(index.artifacts)})
+    # C order, as the index's own bits are: each word's row contiguous for the Hamming pass.
+    raw.bits = np.ascontiguousarray(np.concatenate(
+        [dense.sign_bits(np, index.artifacts.vectors[at:at + 50_000], None) for at in range(0, rows, 50_000)],
+        axis=1))
+    variants = [(keep, axis) for keep in keeps for axis in (model.common_axis, None)]
+    sweep = {variant_key(keep, axis is not None): ([], []) for keep, axis in variants}
     vec0 = _SqliteVec.open(index.artifacts.vectors[:rows]) if with_sqlite_vec else None
     prefiltered, exact, recall_fast, knn, recall_knn = [], [], [], [], []
-    for _ in range(queries):
+    for asked in range(queries):
         tokens = bags[rng.integers(rows)]
         picked = rng.choice(tokens, size=max(3, len(tokens) // 6), replace=False)
         noise = vocabulary[rng.choice(len(vocabulary), size=4, p=weights)]
@@ -199,18 +215,48 @@ def scan_cost(rows: int, queries: int = 40, with_sqlite_vec: bool = True) -> dic
         exact.append((time.perf_counter() - started) * 1000)
         truth = {h.doc_id for h in full[:10]}
         recall_fast.append(len(truth & {h.doc_id for h in fast[:10]}) / len(truth))
+        for keep, axis in variants if asked % 2 == 0 else variants[::-1]:  # no variant always first
+            table = index.artifacts if axis is not None else raw
+            started = time.perf_counter()
+            positions, kept_scores = dense._similarities(np, table, query, axis, keep)
+            found = dense._ranked_documents(np, table, positions, kept_scores, 22)
+            times, recalls = sweep[variant_key(keep, axis is not None)]
+            times.append((time.perf_counter() - started) * 1000)
+            recalls.append(len(truth & {h.doc_id for h in found[:10]}) / len(truth))
         if vec0 is not None:
             started = time.perf_counter()
             documents = vec0.nearest_documents(query, dense.ROWS_PER_DOCUMENT * 22, 22)
             knn.append((time.perf_counter() - started) * 1000)
             recall_knn.append(len(truth & set(documents[:10])) / len(truth))
     result = {"prefiltered_p50_ms": percentile(prefiltered, 50), "exact_p50_ms": percentile(exact, 50),
-              "recall_prefiltered": sum(recall_fast) / queries}
+              "recall_prefiltered": sum(recall_fast) / queries,
+              "sweep": {key: (percentile(times, 50), sum(recalls) / queries)
+                        for key, (times, recalls) in sweep.items()}}
     if vec0 is not None:
         result |= {"sqlite_vec_p50_ms": percentile(knn, 50), "recall_sqlite_vec": sum(recall_knn) / queries,
                    "sqlite_vec_version": vec0.version}
         vec0.close()
     return result
+
+
+def variant_key(keep: int, centred: bool) -> str:
+    return f"{keep} rows, {'centred' if centred else 'raw signs'}"
+
+
+def print_scan(rows: int, scan: dict[str, Any]) -> None:
+    """One scan's prefilter sweep: recall@10 and p50 per kept-row count, centred and raw."""
+    print(f"dense nearest at {rows} vectors: exact scan p50 {scan['exact_p50_ms']:.2f} ms; "
+          f"as shipped ({_shipped_keep()} rows kept, centred) p50 {scan['prefiltered_p50_ms']:.2f} ms, "
+          f"recall@10 {scan['recall_prefiltered']:.3f}")
+    for key, (p50, recall) in scan["sweep"].items():
+        print(f"  prefilter keeping {key}: p50 {p50:.2f} ms ({p50 / scan['exact_p50_ms']:.2f}x exact), "
+              f"recall@10 {recall:.3f}")
+
+
+def _shipped_keep() -> int:
+    from memoree.queries import dense
+
+    return dense.PREFILTER_ROWS
 
 
 class _SqliteVec:
@@ -269,17 +315,29 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--reps", type=int, default=4, help="passes over the query mix")
     parser.add_argument("--reindexes", type=int, default=2,
                         help="timed reindexes per side (0: skip, for a search-only run of a big store)")
-    parser.add_argument("--scan-rows", type=int, default=400_000,
-                        help="stored vectors for the scan-only row (400,000: about 100k 1 KiB artifacts)")
+    parser.add_argument("--scan-rows", type=int, action="append", default=None,
+                        help="stored vectors for the scan row (default 400,000: about 100k 1 KiB artifacts; "
+                             "repeatable with --scan-only)")
+    parser.add_argument("--scan-only", action="store_true",
+                        help="only the scan rows: recall@10 and p50 of the prefilter, per --scan-rows size "
+                             "(repeatable) and per --keep count, centred and raw, against the exact scan")
+    parser.add_argument("--keep", type=int, action="append", default=None,
+                        help="with --scan-only: prefilter kept-row counts to compare (repeatable; "
+                             "default 1024, 2048, 4096, 8192)")
+    parser.add_argument("--queries", type=int, default=40, help="queries per scan")
+    parser.add_argument("--no-sqlite-vec", action="store_true", help="skip the sqlite-vec comparison")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
     args = parser.parse_args(argv)
+    if args.scan_only:
+        return scan_only(args)
     if args.quick:  # tiny sizes, unless given explicitly
         given = set(sys.argv[1:] if argv is None else argv)
         args.n = args.n if "--n" in given else 300
         args.puts = args.puts if "--puts" in given else 20
-        args.scan_rows = args.scan_rows if "--scan-rows" in given else 20_000
+        args.scan_rows = args.scan_rows if "--scan-rows" in given else [20_000]
         args.reps = 2
-    scan = scan_cost(args.scan_rows)
+    scan_rows = (args.scan_rows or [400_000])[-1]
+    scan = scan_cost(scan_rows, args.queries, not args.no_sqlite_vec)
     m = measure(args.n, args.claims, args.puts, args.reps, reindexes=args.reindexes)
     rows = [
         Row("put rate, 1 KiB", m["put_on_per_s"], m["put_off_per_s"], "/s", "no dense"),
@@ -288,12 +346,12 @@ def main(argv: list[str] | None = None) -> list[Row]:
             "no dense", False),
         Row(f"search p95 at {args.n} artifacts", m["search_on_p95_ms"], m["search_off_p95_ms"], "ms",
             "no dense", False),
-        Row(f"dense nearest at {args.scan_rows} vectors", scan["prefiltered_p50_ms"], scan["exact_p50_ms"],
+        Row(f"dense nearest at {scan_rows} vectors", scan["prefiltered_p50_ms"], scan["exact_p50_ms"],
             "ms", "exact scan", False),
     ]
     rows = [row for row in rows if not math.isnan(row.ours)]  # skipped (--puts 0, --reindexes 0)
     if "sqlite_vec_p50_ms" in scan:
-        rows.append(Row(f"sqlite-vec {scan['sqlite_vec_version']} KNN at {args.scan_rows} vectors",
+        rows.append(Row(f"sqlite-vec {scan['sqlite_vec_version']} KNN at {scan_rows} vectors",
                         scan["sqlite_vec_p50_ms"], scan["prefiltered_p50_ms"], "ms", "numpy prefiltered", False))
     print_table(rows)
     print(f"dense nearest: recall@10 against the exact scan {scan['recall_prefiltered']:.0%} prefiltered"
@@ -301,6 +359,19 @@ def main(argv: list[str] | None = None) -> list[Row]:
              " (sqlite-vec not installed here: pip install sqlite-vec to compare)"))
     print(f"search p50 difference: {m['search_on_p50_ms'] - m['search_off_p50_ms']:+.2f} ms; "
           f"bulk load (model on): {m['load_s']:.1f} s")
+    return rows
+
+
+def scan_only(args: argparse.Namespace) -> list[Row]:
+    """``--scan-only``: the prefilter sweep at each ``--scan-rows`` size, and one table row per
+    size (the shipped prefilter against the exact scan)."""
+    rows = []
+    for count in args.scan_rows or [20_000, 100_000, 400_000]:
+        scan = scan_cost(count, args.queries, not args.no_sqlite_vec, tuple(args.keep or (1024, 2048, 4096, 8192)))
+        print_scan(count, scan)
+        rows.append(Row(f"dense nearest at {count} vectors", scan["prefiltered_p50_ms"], scan["exact_p50_ms"],
+                        "ms", "exact scan", False))
+    print_table(rows)
     return rows
 
 
