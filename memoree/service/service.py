@@ -59,7 +59,7 @@ class Service:
         self.data_dir = Path(data_dir)
         self._engine_options = engine_options
         self._engine: Any = None
-        self._local = threading.local()  # a reader thread's ReadView (memoree.daemon.readpool), if any
+        self._local = threading.local()  # a reader process's ReadView (memoree.daemon.reader), if any
         self.ops: Mapping[str, OpSpec] = OPS
         self.daemon_info: dict[str, Any] = {"running": False, "daemon_pid": None,
                                             "lifecycle_owner": "in_process"}
