@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, ClassVar, Protocol
 
 from memoree.errors import IntegrityError
@@ -25,6 +25,7 @@ __all__ = [
     "apply_events",
     "bulk_mode",
     "checkpoints",
+    "deferred_mode",
     "ensure_projectors",
     "projection_sink",
     "reset",
@@ -114,6 +115,18 @@ def reset(conn: Any, projector: Projector) -> None:
         "ON CONFLICT(name) DO UPDATE SET version = excluded.version, position = 0",
         (projector.name, projector.version),
     )
+
+
+@contextmanager
+def deferred_mode(conn: Any, projectors: Sequence[Projector]) -> Iterator[None]:
+    """A group of mutations in one transaction: projectors that can (FTS, vectors) do their
+    per-text work once, at the group's end, through their own ``deferred(conn)``."""
+    with ExitStack() as stack:
+        for projector in projectors:
+            deferred = getattr(projector, "deferred", None)
+            if deferred is not None:
+                stack.enter_context(deferred(conn))
+        yield
 
 
 @contextmanager

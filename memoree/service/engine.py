@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from memoree.projections.base import (
     Projector,
     apply_events,
     checkpoints,
+    deferred_mode,
     ensure_projectors,
     projection_sink,
     reset,
@@ -151,10 +152,7 @@ class Engine:
     def group(self) -> Iterator[Any]:
         """One write transaction for several mutations (each runs in its own savepoint, as a
         nested ``log.transaction()``), with their text indexed and embedded once at the end."""
-        deferring = [p for p in self.projectors if p.name in ("fts", "vectors")]
-        with storage_errors(), self.log.transaction() as conn, ExitStack() as stack:
-            for projector in deferring:
-                stack.enter_context(projector.deferred(conn))  # type: ignore[attr-defined]
+        with storage_errors(), self.log.transaction() as conn, deferred_mode(conn, self.projectors):
             yield conn
 
     def node_key(self) -> NodeKey:
