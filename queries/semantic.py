@@ -6,7 +6,8 @@ request's own filters (horizon, currentness, pins) let it see become candidates 
 similarity and, for an artifact, the passage that matched; their lexical units are checked like
 any other candidate's, so fusion and qualification treat them alike. Acceptance by meaning follows
 ``queries.dense`` (a claim as the clear nearest visible claim or a near restatement, not when it
-is near only through a word it shares with the query), plus the two channels' agreement: a near
+is near only through a word it shares with the query, exactly or by the typo channel's fuzzy
+match), plus the two channels' agreement: a near
 claim whose cited source qualifies by its words; the sources a qualifying near claim cites (they
 join as candidates even when other documents are nearer); the artifact both channels put first.
 Anything else the channel finds is an unqualified lead. A dense-only artifact hit cites the exact
@@ -160,8 +161,7 @@ def _judge_claims(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, qu
                               max(wanted, CLAIM_POOL_FLOOR), dense.CLAIM_ACCEPT_COSINE)
     similarities = [hit.similarity for _, hit in claims]
     accepted = [dense.claim_accepted(similarities, i)
-                and dense.unmatched_similarity(query, c.matched_free + c.matched_phrases, hit)
-                >= dense.UNMATCHED_MIN_COSINE
+                and dense.unmatched_similarity(query, _shared_words(c), hit) >= dense.UNMATCHED_MIN_COSINE
                 for i, (c, hit) in enumerate(claims)]
     sourced = _cites_an_answering_source(conn, analysis, sources_table,
                                          [c for (c, hit), ok in zip(claims, accepted)
@@ -173,6 +173,12 @@ def _judge_claims(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, qu
     # A near claim that qualifies, by meaning or by its words, vouches for the sources it cites.
     return [ref for (c, hit), ok in zip(claims, accepted)
             if ok or (hit.similarity >= dense.CLAIM_ACCEPT_COSINE and c.qualified) for ref in c.evidence]
+
+
+def _shared_words(c: Candidate) -> list[str]:
+    """The query's words this candidate shares with it: matched exactly, or by the typo
+    channel's fuzzy match (a query's "final" shares the model's token for it with "finalized")."""
+    return c.matched_free + c.matched_phrases + c.trigram_matched_terms
 
 
 def _first_by_words(pool: Sequence[Candidate]) -> Candidate | None:
@@ -191,7 +197,7 @@ def _agreed_artifact(query: str, artifacts: Sequence[tuple[Candidate, dense.Dens
     candidate, hit = artifacts[0]
     if not dense.claim_accepted([h.similarity for _, h in artifacts], 0):
         return None
-    unshared = dense.unmatched_similarity(query, candidate.matched_free + candidate.matched_phrases, hit)
+    unshared = dense.unmatched_similarity(query, _shared_words(candidate), hit)
     return candidate if unshared >= dense.UNMATCHED_MIN_COSINE else None
 
 

@@ -130,6 +130,18 @@ class TestHonestNone:
         claim(call, "Webhook retries back off exponentially")
         assert "none" == recall(call, "webhook signing secret rotation")["presence"]
 
+    def test_a_word_shared_only_by_its_spelling_is_no_answer_either(self, call: Caller) -> None:
+        """A claim near the query only through a word the typo channel matches ("final" in
+        "finalized": one model token) does not qualify; the rest of the query is far from it."""
+        claim(call, "Finalized contracts are stored in the vault.")
+        claim(call, "The billing service stores invoices in PostgreSQL")
+        claim(call, "Search results are ranked with BM25")
+        result = recall(call, "Who gives final sign-off?")
+        assert "none" == result["presence"]
+        hits = call.ok("search", {"query": "Who gives final sign-off?"})["result"]["hits"]
+        near = next(h for h in hits if h["entity_type"] == "claim" and "Finalized" in h["excerpt"])
+        assert near["ranking"]["trigram_matched_terms"] and not near["ranking"]["qualified"]
+
 
 class TestTurningItOff:
     """semantic.enabled=false, or a store without the model, gives the lexical answer."""
