@@ -1,0 +1,229 @@
+"""Ways to score a claim against a question by meaning, compared offline on the dev sets.
+
+    python -m tools.bench.dense_scorers [--corpus ../shared/eval/memoree-corpus/v2]
+                                        [--locomo ../shared/eval/locomo-dev]
+
+No store and no fusion: each question is scored against every claim of its corpus (v2: the seeded
+claims; LoCoMo: the observations of its conversation) with the local model, by each scorer:
+
+* ``sentence``: cosine of the question's and the statement's embeddings (what the channel does);
+* ``claim+evidence``: the statement embedded together with the text its evidence quotes;
+* ``content words``: the question without function words;
+* ``off common axis``: both vectors with their part along the model's common axis removed;
+* ``word max-sim``: each content word of the question scored by its nearest statement word, averaged;
+* ``sentence+word``: the mean of ``sentence`` and ``word max-sim``.
+
+What the acceptance rule needs is a clear nearest claim that is right, and no clear nearest for a
+question memory cannot answer. So v2 reports, per scorer, how many paraphrase questions have their
+gold claim first and by what margin over the runner-up, against the largest margin any
+unanswerable question's first claim has (a paraphrase is separable only above it). LoCoMo
+reports how often the first claim cites a gold turn (answerable questions), the share of gold
+turns cited by the first 5 and 10 claims, and, when the third of answerable questions with the
+largest margins is accepted, the precision and the share of adversarial (category 5) questions
+that the same margin would accept. Either part is skipped, with the reason, when its folder is
+absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memoree.admin.corpus import load_corpus
+from memoree.admin.locomo_data import read_dataset
+from memoree.projections.embedding import load_model
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "eval"
+ADVERSARIAL = 5
+ACCEPTED_SHARE = 1 / 3
+_WORD = re.compile(r"\w+")
+FUNCTION_WORDS = frozenset(
+    "a an the is are was were be been being do does did of to in on at by for with from as and or not no "
+    "can could may might must shall should will would it its this that these those what which who whom "
+    "whose where when why how if then than so such into after before under over about any all each every "
+    "some other another one own only just also very there their they them we you i he she his her our "
+    "your my me us has have had having get gets got become became".split())
+
+
+@dataclass(frozen=True)
+class ClaimText:
+    statement: str
+    evidence: str
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    gold: frozenset[int]  # positions of the claims that answer it (v2) or cite a gold turn (LoCoMo)
+    answerable: bool
+    adversarial: bool = False
+    turns: frozenset[str] = frozenset()
+
+
+class Scorers:
+    """Every scorer over one set of claims (embeddings computed once per set)."""
+
+    def __init__(self, model: Any, claims: Sequence[ClaimText]) -> None:
+        self.model, self.np = model, model.np
+        np = self.np
+        self.statements = model.embed([c.statement for c in claims])
+        self.with_evidence = self._unit(self.statements + model.embed([c.evidence for c in claims]))
+        self.off_axis = self._off(self.statements)
+        words = sorted({w.casefold() for c in claims for w in _WORD.findall(c.statement)})
+        index = {w: i for i, w in enumerate(words)}
+        self.words = model.embed(words) if words else np.zeros((0, self.statements.shape[1]), np.float32)
+        self.word_sets = [np.array(sorted({index[w.casefold()] for w in _WORD.findall(c.statement)}), dtype=np.int64)
+                          for c in claims]
+
+    def _unit(self, rows: Any) -> Any:
+        norms = self.np.linalg.norm(rows, axis=-1, keepdims=True)
+        return rows / self.np.maximum(norms, 1e-9)
+
+    def _off(self, rows: Any) -> Any:
+        axis = self.model.common_axis
+        return self._unit(rows - (rows @ axis)[..., None] * axis)
+
+    def score(self, name: str, question: str) -> Any:
+        embed = lambda text: self.model.embed([text])[0]  # noqa: E731
+        if name == "sentence":
+            return self.statements @ embed(question)
+        if name == "claim+evidence":
+            return self.with_evidence @ embed(question)
+        if name == "content words":
+            return self.statements @ embed(" ".join(content_words(question)))
+        if name == "off common axis":
+            return self.off_axis @ self._off(embed(question))
+        if name == "word max-sim":
+            return self._max_sim(question)
+        if name == "sentence+word":
+            return (self.statements @ embed(question) + self._max_sim(question)) / 2
+        raise ValueError(f"unknown scorer {name}")
+
+    def _max_sim(self, question: str) -> Any:
+        np = self.np
+        asked = [w.casefold() for w in content_words(question)]
+        if not asked or len(self.words) == 0:
+            return np.zeros(len(self.word_sets), dtype=np.float32)
+        near = self.model.embed(asked) @ self.words.T
+        return np.array([near[:, s].max(axis=1).mean() if len(s) else 0.0 for s in self.word_sets], dtype=np.float32)
+
+
+SCORERS = ("sentence", "claim+evidence", "content words", "off common axis", "word max-sim", "sentence+word")
+
+
+def content_words(text: str) -> list[str]:
+    words = _WORD.findall(text)
+    return [w for w in words if w.casefold() not in FUNCTION_WORDS] or words
+
+
+def first_and_margin(np: Any, scores: Any) -> tuple[int, float]:
+    """The first claim's position and its lead over the runner-up."""
+    order = np.argsort(-scores, kind="stable")
+    runner_up = float(scores[order[1]]) if len(order) > 1 else 0.0
+    return int(order[0]), float(scores[order[0]]) - runner_up
+
+
+# ---------------------------------------------------------------------------------------------
+# The Memoree corpus
+
+
+def corpus_sets(folder: Path) -> tuple[list[ClaimText], list[Question]]:
+    """The corpus's claims and its ambient paraphrase and unanswerable questions."""
+    corpus = load_corpus(folder)
+    texts = {s["label"]: s["content"]["data"] for s in corpus.seeds
+             if s["entity"] == "artifact" and s.get("content", {}).get("type") == "text"}
+    seeded = [s for s in corpus.seeds if s["entity"] == "claim"]
+    position = {s["label"]: i for i, s in enumerate(seeded)}
+    claims = [ClaimText(s["statement"], " ".join(e.get("quote") or texts.get(e["artifact_label"], "")
+                                                 for e in s.get("evidence", []))) for s in seeded]
+    questions = []
+    for case in corpus.cases:
+        if case.get("horizon", "ambient") != "ambient":
+            continue
+        gold = frozenset(position[label] for label in case.get("relevant_claims", []) if label in position)
+        answerable = bool(case.get("relevant_claims") or case.get("relevant_artifacts"))
+        if case.get("slice") == "paraphrase" and gold or not answerable:
+            questions.append(Question(case["query"], gold, answerable))
+    return claims, questions
+
+
+def corpus_rows(model: Any, folder: Path) -> list[str]:
+    claims, questions = corpus_sets(folder)
+    scorers, np = Scorers(model, claims), model.np
+    rows = [f"Memoree corpus {folder.name}: {sum(q.answerable for q in questions)} paraphrase questions "
+            f"with a gold claim, {sum(not q.answerable for q in questions)} unanswerable",
+            "| scorer | gold claim first | margins of those (sorted) | largest unanswerable margin | first and above it |",
+            "|---|---|---|---|---|"]
+    for name in SCORERS:
+        firsts = [(q, *first_and_margin(np, scorers.score(name, q.text))) for q in questions]
+        right = sorted(margin for q, first, margin in firsts if q.answerable and first in q.gold)
+        worst = max((margin for q, _, margin in firsts if not q.answerable), default=0.0)
+        rows.append(f"| {name} | {len(right)} | {', '.join(f'{m:.3f}' for m in right)} | {worst:.3f} | "
+                    f"{sum(m > worst for m in right)} |")
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# LoCoMo
+
+
+def locomo_rows(model: Any, folder: Path) -> list[str]:
+    np = model.np
+    found: dict[str, list[tuple[float, float, float]]] = {name: [] for name in SCORERS}
+    firsts: dict[str, list[tuple[Question, int, float]]] = {name: [] for name in SCORERS}
+    for conversation in read_dataset(folder):
+        turns = conversation.turns
+        observations = conversation.observations
+        claims = [ClaimText(o.text, " ".join(turns[d].body for d in o.dia_ids if d in turns)) for o in observations]
+        scorers = Scorers(model, claims)
+        for q in conversation.questions:
+            gold_turns = frozenset(q.gold)
+            gold = frozenset(i for i, o in enumerate(observations) if gold_turns & set(o.dia_ids))
+            question = Question(q.question, gold, q.category != ADVERSARIAL and bool(gold_turns),
+                                q.category == ADVERSARIAL, gold_turns)
+            for name in SCORERS:
+                scores = scorers.score(name, q.question)
+                first, margin = first_and_margin(np, scores)
+                firsts[name].append((question, first, margin))
+                if question.answerable:
+                    order = np.argsort(-scores, kind="stable")
+                    cited = lambda k: len(gold_turns & {d for i in order[:k] for d in observations[i].dia_ids})  # noqa: E731
+                    found[name].append((float(first in gold), cited(5) / len(gold_turns), cited(10) / len(gold_turns)))
+    rows = [f"LoCoMo {folder.name}: {len(found['sentence'])} answerable questions, "
+            f"{sum(q.adversarial for q, _, _ in firsts['sentence'])} adversarial",
+            "| scorer | first claim right | gold turns cited @5 | @10 | precision, top third by margin | adversarial accepted at that margin |",
+            "|---|---|---|---|---|---|"]
+    for name in SCORERS:
+        right, at5, at10 = (float(np.mean(column)) for column in zip(*found[name]))
+        answerable = sorted(((m, first in q.gold) for q, first, m in firsts[name] if q.answerable), reverse=True)
+        accepted = answerable[:max(1, round(len(answerable) * ACCEPTED_SHARE))]
+        cut = accepted[-1][0]
+        adversarial = [m for q, _, m in firsts[name] if q.adversarial]
+        rows.append(f"| {name} | {right:.3f} | {at5:.3f} | {at10:.3f} | {np.mean([ok for _, ok in accepted]):.3f} | "
+                    f"{sum(m >= cut for m in adversarial) / max(1, len(adversarial)):.3f} |")
+    return rows
+
+
+def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> list[str]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", type=Path, default=SHARED / "memoree-corpus" / "v2")
+    parser.add_argument("--locomo", type=Path, default=SHARED / "locomo-dev")
+    args = parser.parse_args(argv)
+    model = load_model()
+    if model is None:
+        rows = ["skipped: the embedding model is not installed here"]
+    else:
+        rows = corpus_rows(model, args.corpus) if args.corpus.is_dir() else [f"skipped: no corpus at {args.corpus}"]
+        rows += [""] + (locomo_rows(model, args.locomo) if args.locomo.is_dir()
+                        else [f"skipped: no LoCoMo folder at {args.locomo}"])
+    for row in rows:
+        out(row)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
