@@ -11,7 +11,8 @@ claims; LoCoMo: the observations of its conversation) with the local model, by e
 * ``content words``: the question without function words;
 * ``off common axis``: both vectors with their part along the model's common axis removed;
 * ``word max-sim``: each content word of the question scored by its nearest statement word, averaged;
-* ``sentence+word``: the mean of ``sentence`` and ``word max-sim``.
+* ``sentence+word``: the mean of ``sentence`` and ``word max-sim``;
+* ``evidence, content, off axis``: the three changes above that touch the vectors, together.
 
 What the acceptance rule needs is a clear nearest claim that is right, and no clear nearest for a
 question memory cannot answer. So v2 reports, per scorer, how many paraphrase questions have their
@@ -20,8 +21,9 @@ unanswerable question's first claim has (a paraphrase is separable only above it
 reports how often the first claim cites a gold turn (answerable questions), the share of gold
 turns cited by the first 5 and 10 claims, and, when the third of answerable questions with the
 largest margins is accepted, the precision and the share of adversarial (category 5) questions
-that the same margin would accept. Either part is skipped, with the reason, when its folder is
-absent.
+that the same margin would accept; and the same for the channel's own rule (first claim at least
+0.24, ahead of the next by 0.08) and for that rule with a 0.06 margin. Either part is skipped,
+with the reason, when its folder is absent.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from memoree.projections.embedding import load_model
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "eval"
 ADVERSARIAL = 5
 ACCEPTED_SHARE = 1 / 3
+RULES = ((0.24, 0.08), (0.24, 0.06))  # (first claim at least, ahead of the next by)
 _WORD = re.compile(r"\w+")
 FUNCTION_WORDS = frozenset(
     "a an the is are was were be been being do does did of to in on at by for with from as and or not no "
@@ -73,6 +76,7 @@ class Scorers:
         self.statements = model.embed([c.statement for c in claims])
         self.with_evidence = self._unit(self.statements + model.embed([c.evidence for c in claims]))
         self.off_axis = self._off(self.statements)
+        self.evidence_off_axis = self._off(self.statements + model.embed([c.evidence for c in claims]))
         words = sorted({w.casefold() for c in claims for w in _WORD.findall(c.statement)})
         index = {w: i for i, w in enumerate(words)}
         self.words = model.embed(words) if words else np.zeros((0, self.statements.shape[1]), np.float32)
@@ -101,6 +105,8 @@ class Scorers:
             return self._max_sim(question)
         if name == "sentence+word":
             return (self.statements @ embed(question) + self._max_sim(question)) / 2
+        if name == "evidence, content, off axis":
+            return self.evidence_off_axis @ self._off(embed(" ".join(content_words(question))))
         raise ValueError(f"unknown scorer {name}")
 
     def _max_sim(self, question: str) -> Any:
@@ -112,7 +118,8 @@ class Scorers:
         return np.array([near[:, s].max(axis=1).mean() if len(s) else 0.0 for s in self.word_sets], dtype=np.float32)
 
 
-SCORERS = ("sentence", "claim+evidence", "content words", "off common axis", "word max-sim", "sentence+word")
+SCORERS = ("sentence", "claim+evidence", "content words", "off common axis", "word max-sim", "sentence+word",
+           "evidence, content, off axis")
 
 
 def content_words(text: str) -> list[str]:
@@ -174,7 +181,7 @@ def corpus_rows(model: Any, folder: Path) -> list[str]:
 def locomo_rows(model: Any, folder: Path) -> list[str]:
     np = model.np
     found: dict[str, list[tuple[float, float, float]]] = {name: [] for name in SCORERS}
-    firsts: dict[str, list[tuple[Question, int, float]]] = {name: [] for name in SCORERS}
+    firsts: dict[str, list[tuple[Question, int, float, float]]] = {name: [] for name in SCORERS}
     for conversation in read_dataset(folder):
         turns = conversation.turns
         observations = conversation.observations
@@ -188,23 +195,30 @@ def locomo_rows(model: Any, folder: Path) -> list[str]:
             for name in SCORERS:
                 scores = scorers.score(name, q.question)
                 first, margin = first_and_margin(np, scores)
-                firsts[name].append((question, first, margin))
+                firsts[name].append((question, first, margin, float(scores[first])))
                 if question.answerable:
                     order = np.argsort(-scores, kind="stable")
                     cited = lambda k: len(gold_turns & {d for i in order[:k] for d in observations[i].dia_ids})  # noqa: E731
                     found[name].append((float(first in gold), cited(5) / len(gold_turns), cited(10) / len(gold_turns)))
     rows = [f"LoCoMo {folder.name}: {len(found['sentence'])} answerable questions, "
-            f"{sum(q.adversarial for q, _, _ in firsts['sentence'])} adversarial",
-            "| scorer | first claim right | gold turns cited @5 | @10 | precision, top third by margin | adversarial accepted at that margin |",
-            "|---|---|---|---|---|---|"]
+            f"{sum(q.adversarial for q, *_ in firsts['sentence'])} adversarial",
+            "| scorer | first claim right | gold turns cited @5 | @10 | precision, top third by margin | adversarial accepted at that margin | "
+            + " | ".join(f">= {floor}, +{margin}: answerable accepted, precision, adversarial accepted" for floor, margin in RULES)
+            + " |", "|---|---|---|---|---|---|" + "---|" * len(RULES)]
     for name in SCORERS:
         right, at5, at10 = (float(np.mean(column)) for column in zip(*found[name]))
-        answerable = sorted(((m, first in q.gold) for q, first, m in firsts[name] if q.answerable), reverse=True)
+        answerable = sorted(((m, first in q.gold) for q, first, m, _ in firsts[name] if q.answerable), reverse=True)
         accepted = answerable[:max(1, round(len(answerable) * ACCEPTED_SHARE))]
         cut = accepted[-1][0]
-        adversarial = [m for q, _, m in firsts[name] if q.adversarial]
+        adversarial = [m for q, _, m, _ in firsts[name] if q.adversarial]
+        rules = []
+        for floor, lead in RULES:
+            passed = [(q, first in q.gold) for q, first, m, top in firsts[name] if top >= floor and m >= lead]
+            right_ones = [ok for q, ok in passed if q.answerable]
+            rules.append(f"{len(right_ones)}, {np.mean(right_ones) if right_ones else 0.0:.3f}, "
+                         f"{sum(q.adversarial for q, _ in passed) / max(1, len(adversarial)):.3f}")
         rows.append(f"| {name} | {right:.3f} | {at5:.3f} | {at10:.3f} | {np.mean([ok for _, ok in accepted]):.3f} | "
-                    f"{sum(m >= cut for m in adversarial) / max(1, len(adversarial)):.3f} |")
+                    f"{sum(m >= cut for m in adversarial) / max(1, len(adversarial)):.3f} | " + " | ".join(rules) + " |")
     return rows
 
 
