@@ -53,6 +53,7 @@ class Passage:
     text: str
     score: float
     units: frozenset[int]
+    words: int = 0  # tokens, for scoring more units against the same length (context.build)
 
     @property
     def size(self) -> int:
@@ -81,6 +82,11 @@ class PassageScorer:
                     self.phrases.append((index, _unit_pattern(tuple(parts))))
 
     def score(self, text: str) -> tuple[float, frozenset[int]]:
+        counts, words = self.counts(text)
+        return self.bm25(counts, words), frozenset(counts)
+
+    def counts(self, text: str) -> tuple[dict[int, int], int]:
+        """How often each unit occurs in ``text``, and how many words ``text`` has."""
         tokens = _TOKENS.findall(fold_text(text))
         counts: dict[int, int] = {}
         for token in tokens:
@@ -93,9 +99,13 @@ class PassageScorer:
                 found = len(pattern.findall(folded))
                 if found:
                     counts[index] = counts.get(index, 0) + found
-        norm = K1 * (1 - B + B * (len(tokens) or 1) / AVERAGE_PASSAGE_WORDS)
+        return counts, len(tokens)
+
+    def bm25(self, counts: dict[int, int], words: int) -> float:
+        """BM25 of unit ``counts`` in a text of ``words`` words."""
+        norm = K1 * (1 - B + B * (words or 1) / AVERAGE_PASSAGE_WORDS)
         total = sum(self.idf[i] * tf * (K1 + 1) / (tf + norm) for i, tf in counts.items())
-        return round(total, 12), frozenset(counts)
+        return round(total, 12)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -151,8 +161,8 @@ def score_passages(data: bytes, start: int, end: int, scorer: PassageScorer) -> 
     passages = []
     for s, e in passage_spans(data, start, end):
         text = data[s:e].decode("utf-8", "replace")
-        score, units = scorer.score(text)
-        passages.append(Passage(s, e, text, score, units))
+        counts, words = scorer.counts(text)
+        passages.append(Passage(s, e, text, scorer.bm25(counts, words), frozenset(counts), words))
     return passages
 
 
@@ -235,7 +245,7 @@ def ranked_chunks(conn: Any, analysis: AnalyzedQuery, rows: Sequence[ChunkRow], 
     for ch in body[:MAX_SCORED_CHUNKS]:
         data = chunk_bytes(conn, ch.revision_id, ch.start_byte, ch.end_byte)
         passages = score_passages(data, 0, len(data), scorer)
-        passages = [Passage(p.start + ch.start_byte, p.end + ch.start_byte, p.text, p.score, p.units)
+        passages = [Passage(p.start + ch.start_byte, p.end + ch.start_byte, p.text, p.score, p.units, p.words)
                     for p in passages]
         scored.append((ch, passages))
     scored.sort(key=lambda item: (tuple(-x for x in match.strength(analysis, item[0].chunk_id)),
