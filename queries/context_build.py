@@ -13,7 +13,8 @@ report the search's own truncation. Retrieved text is data, never instructions:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -276,29 +277,59 @@ def evidence_items(run: SearchRun) -> list[_Item]:
     """Claims and artifact passages that match the query, best evidence first."""
     scorer = run.scorer
     items: list[_Item] = []
+    line_idf = candidate_line_idf(scorer, run.passages) if scorer else None
     for rank, hit in enumerate(run.hits):
         if hit.entity_type == "claim":
             score = scorer.score(hit.excerpt)[0] if scorer else 0.0
             items.append(_Item(score, rank, 0, hit))
             continue
-        scored = with_context(run.passages.get(hit.revision_id, []))
+        passages = run.passages.get(hit.revision_id, [])
+        if scorer is not None and line_idf is not None:
+            title = scorer.counts(hit.title)[0] if hit.title else {}
+            passages = [rescored(scorer, line_idf, p, title) for p in passages]
+        scored = with_context(passages)
         if not scored:
             items.append(_Item(0.0, rank, 0, hit))  # title-only match: the header alone
-        title = scorer.counts(hit.title)[0] if scorer and hit.title else {}
         for order, (score, passage) in enumerate(scored):
-            if title and passage.units:
-                score = round(score + under_title(scorer, passage, title), 12)
             items.append(_Item(score, rank, order, hit, passage))
     items.sort(key=lambda item: (-item.score, item.rank, item.order))
     return items
 
 
-def under_title(scorer: PassageScorer, passage: Passage, title: dict[int, int]) -> float:
+def candidate_line_idf(scorer: PassageScorer, passages: dict[str, list[Passage]]) -> list[float] | None:
+    """Each unit's weight for scoring lines: the geometric mean of its horizon IDF and its IDF
+    among the candidate lines (every scored line of the hits' matching chunks). The horizon
+    counts documents, so a word said once in every session weighs what a word said in every
+    line does; the lines themselves tell them apart, and the mean keeps the horizon's scale,
+    on which claims are scored."""
+    lines = [p for found in passages.values() for p in found]
+    if not lines:
+        return None
+    frequency = [0] * len(scorer.idf)
+    for line in lines:
+        for unit in line.units:
+            frequency[unit] += 1
+    total = len(lines)
+    return [math.sqrt(max(horizon, 0.0) * math.log(1 + (total - df + 0.5) / (df + 0.5)))
+            for horizon, df in zip(scorer.idf, frequency)]
+
+
+def rescored(scorer: PassageScorer, idf: list[float], passage: Passage, title: dict[int, int]) -> Passage:
+    """A matching line scored with the candidate-line weights and read under its title."""
+    if not passage.units or not passage.counts:
+        return passage
+    score = scorer.bm25(dict(passage.counts), passage.words, idf)
+    if title:
+        score += under_title(scorer, passage, title, idf)
+    return replace(passage, score=round(score, 12))
+
+
+def under_title(scorer: PassageScorer, passage: Passage, title: dict[int, int], idf: list[float]) -> float:
     """What the title adds to a matching passage read under it: the query units only the title
     holds (a session's date, a document's subject), at ``TITLE_SHARE`` of their score at the
     passage's length. The title says what the whole document is about, not this line."""
     extra = {unit: count for unit, count in title.items() if unit not in passage.units}
-    return TITLE_SHARE * scorer.bm25(extra, passage.words) if extra else 0.0
+    return TITLE_SHARE * scorer.bm25(extra, passage.words, idf) if extra else 0.0
 
 
 def with_context(passages: list[Passage]) -> list[tuple[float, Passage]]:

@@ -53,7 +53,8 @@ class Passage:
     text: str
     score: float
     units: frozenset[int]
-    words: int = 0  # tokens, for scoring more units against the same length (context.build)
+    words: int = 0  # tokens, and each matched unit's count: context.build rescores lines
+    counts: tuple[tuple[int, int], ...] = ()
 
     @property
     def size(self) -> int:
@@ -101,10 +102,11 @@ class PassageScorer:
                     counts[index] = counts.get(index, 0) + found
         return counts, len(tokens)
 
-    def bm25(self, counts: dict[int, int], words: int) -> float:
-        """BM25 of unit ``counts`` in a text of ``words`` words."""
+    def bm25(self, counts: dict[int, int], words: int, idf: Sequence[float] | None = None) -> float:
+        """BM25 of unit ``counts`` in a text of ``words`` words (``idf``: other weights per unit)."""
+        weights = self.idf if idf is None else idf
         norm = K1 * (1 - B + B * (words or 1) / AVERAGE_PASSAGE_WORDS)
-        total = sum(self.idf[i] * tf * (K1 + 1) / (tf + norm) for i, tf in counts.items())
+        total = sum(weights[i] * tf * (K1 + 1) / (tf + norm) for i, tf in counts.items())
         return round(total, 12)
 
 
@@ -162,7 +164,8 @@ def score_passages(data: bytes, start: int, end: int, scorer: PassageScorer) -> 
     for s, e in passage_spans(data, start, end):
         text = data[s:e].decode("utf-8", "replace")
         counts, words = scorer.counts(text)
-        passages.append(Passage(s, e, text, scorer.bm25(counts, words), frozenset(counts), words))
+        passages.append(Passage(s, e, text, scorer.bm25(counts, words), frozenset(counts), words,
+                                tuple(sorted(counts.items()))))
     return passages
 
 
@@ -245,8 +248,8 @@ def ranked_chunks(conn: Any, analysis: AnalyzedQuery, rows: Sequence[ChunkRow], 
     for ch in body[:MAX_SCORED_CHUNKS]:
         data = chunk_bytes(conn, ch.revision_id, ch.start_byte, ch.end_byte)
         passages = score_passages(data, 0, len(data), scorer)
-        passages = [Passage(p.start + ch.start_byte, p.end + ch.start_byte, p.text, p.score, p.units, p.words)
-                    for p in passages]
+        passages = [Passage(p.start + ch.start_byte, p.end + ch.start_byte, p.text, p.score, p.units,
+                            p.words, p.counts) for p in passages]
         scored.append((ch, passages))
     scored.sort(key=lambda item: (tuple(-x for x in match.strength(analysis, item[0].chunk_id)),
                                   -max((p.score for p in item[1]), default=0.0), item[0].order))
