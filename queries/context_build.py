@@ -14,7 +14,7 @@ report the search's own truncation. Retrieved text is data, never instructions:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -25,7 +25,7 @@ from memoree.projections.chunker import span_citation
 from memoree.projections.records import OwnerContext
 from memoree.projections.text import floor_char_boundary
 
-from .passages import MAX_PASSAGE_BYTES, Passage, PassageScorer, chunk_bytes
+from .passages import MAX_PASSAGE_BYTES, Passage, PassageScorer, bm25_sum, chunk_bytes
 from .recall import ConflictSummary, evidence_citation, open_conflicts
 from .risk import hit_risk_signals
 from .search import (
@@ -286,7 +286,7 @@ def evidence_items(run: SearchRun) -> list[_Item]:
         passages = run.passages.get(hit.revision_id, [])
         if scorer is not None and line_idf is not None:
             title = scorer.counts(hit.title)[0] if hit.title else {}
-            passages = [rescored(scorer, line_idf, p, title) for p in passages]
+            passages = [rescored(line_idf, p, title) for p in passages]
         scored = with_context(passages)
         if not scored:
             items.append(_Item(0.0, rank, 0, hit))  # title-only match: the header alone
@@ -314,22 +314,19 @@ def candidate_line_idf(scorer: PassageScorer, passages: dict[str, list[Passage]]
             for horizon, df in zip(scorer.idf, frequency)]
 
 
-def rescored(scorer: PassageScorer, idf: list[float], passage: Passage, title: dict[int, int]) -> Passage:
-    """A matching line scored with the candidate-line weights and read under its title."""
+def rescored(idf: list[float], passage: Passage, title: dict[int, int]) -> Passage:
+    """A matching line scored with the candidate-line weights and read under its title: the
+    query units only the title holds (a session's date, a document's subject) add
+    ``TITLE_SHARE`` of their score at the line's length. The title says what the whole
+    document is about, not this line, so its units weigh less than the line's own."""
     if not passage.units or not passage.counts:
         return passage
-    score = scorer.bm25(dict(passage.counts), passage.words, idf)
-    if title:
-        score += under_title(scorer, passage, title, idf)
-    return replace(passage, score=round(score, 12))
-
-
-def under_title(scorer: PassageScorer, passage: Passage, title: dict[int, int], idf: list[float]) -> float:
-    """What the title adds to a matching passage read under it: the query units only the title
-    holds (a session's date, a document's subject), at ``TITLE_SHARE`` of their score at the
-    passage's length. The title says what the whole document is about, not this line."""
-    extra = {unit: count for unit, count in title.items() if unit not in passage.units}
-    return TITLE_SHARE * scorer.bm25(extra, passage.words, idf) if extra else 0.0
+    score = bm25_sum(idf, passage.counts, passage.words)
+    extra = [(unit, count) for unit, count in title.items() if unit not in passage.units]
+    if extra:
+        score += TITLE_SHARE * bm25_sum(idf, extra, passage.words)
+    return Passage(passage.start, passage.end, passage.text, round(score, 12), passage.units,
+                   passage.words, passage.counts)
 
 
 def with_context(passages: list[Passage]) -> list[tuple[float, Passage]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from memoree.projections.text import floor_char_boundary
 from .analysis import AnalyzedQuery
 from .candidates import Candidate, docs_matching
 
-__all__ = ["Passage", "PassageScorer", "artifact_passages", "attach_citations", "claim_citation"]
+__all__ = ["Passage", "PassageScorer", "artifact_passages", "attach_citations", "bm25_sum", "claim_citation"]
 
 MAX_PASSAGE_BYTES = 480
 HIT_WINDOW_BYTES = 1024
@@ -104,10 +104,13 @@ class PassageScorer:
 
     def bm25(self, counts: dict[int, int], words: int, idf: Sequence[float] | None = None) -> float:
         """BM25 of unit ``counts`` in a text of ``words`` words (``idf``: other weights per unit)."""
-        weights = self.idf if idf is None else idf
-        norm = K1 * (1 - B + B * (words or 1) / AVERAGE_PASSAGE_WORDS)
-        total = sum(weights[i] * tf * (K1 + 1) / (tf + norm) for i, tf in counts.items())
-        return round(total, 12)
+        return round(bm25_sum(self.idf if idf is None else idf, counts.items(), words), 12)
+
+
+def bm25_sum(weights: Sequence[float], counts: Iterable[tuple[int, int]], words: int) -> float:
+    """The unrounded BM25 sum of (unit, count) pairs in a text of ``words`` words."""
+    norm = K1 * (1 - B + B * (words or 1) / AVERAGE_PASSAGE_WORDS)
+    return sum(weights[i] * tf * (K1 + 1) / (tf + norm) for i, tf in counts)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -6,7 +6,7 @@ from typing import Any
 
 from memoree.projections.chunker import span_citation
 from memoree.queries.analysis import analyze_query
-from memoree.queries.context_build import TITLE_SHARE, candidate_line_idf, under_title, with_context
+from memoree.queries.context_build import TITLE_SHARE, candidate_line_idf, rescored, with_context
 from memoree.queries.passages import (
     HIT_WINDOW_BYTES,
     MAX_PASSAGE_BYTES,
@@ -72,8 +72,9 @@ class TestScoring:
         line = Passage(0, 30, "Ann: the pottery class was fun", scorer.bm25(counts, words),
                        frozenset(counts), words, tuple(sorted(counts.items())))
         title = scorer.counts("Session 4: 3 July, Ann and Bob, pottery")[0]
-        assert under_title(scorer, line, title, scorer.idf) == TITLE_SHARE * scorer.bm25({2: 1}, words)
-        assert 0.0 == under_title(scorer, line, scorer.counts("Pottery class notes")[0], scorer.idf)
+        gain = rescored(scorer.idf, line, title).score - line.score
+        assert abs(gain - TITLE_SHARE * scorer.bm25({2: 1}, words)) < 1e-9
+        assert line.score == rescored(scorer.idf, line, scorer.counts("Pottery class notes")[0]).score
 
     def test_a_unit_in_every_candidate_line_weighs_less_than_a_rare_one(self) -> None:
         """Line weights are the geometric mean of the horizon IDF and the IDF among candidate
