@@ -13,6 +13,7 @@ report the search's own truncation. Retrieved text is data, never instructions:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ from memoree.projections.chunker import span_citation
 from memoree.projections.records import OwnerContext
 from memoree.projections.text import floor_char_boundary
 
-from .passages import MAX_PASSAGE_BYTES, Passage, chunk_bytes
+from .passages import MAX_PASSAGE_BYTES, Passage, PassageScorer, bm25_sum, chunk_bytes
 from .recall import ConflictSummary, evidence_citation, open_conflicts
 from .risk import hit_risk_signals
 from .search import (
@@ -54,6 +55,7 @@ TRUNCATION_MARKER = "\n> … [excerpt truncated; fetch the exact cited revision]
 NO_EXCERPT_NOTICE = "No text excerpt is available. Fetch the exact cited artifact revision.\n"
 MAX_QUOTED_TITLE_BYTES = 256
 CONTEXT_SHARE = 0.5
+TITLE_SHARE = 0.5
 ELLIPSIS = "…"
 
 
@@ -148,39 +150,39 @@ def quoted_prefix(text: str, budget: int) -> tuple[str, int]:
 
 
 def _risk_line(risk: list[str]) -> str:
-    return f"Risk signals: {', '.join(risk)}  \n" if risk else ""
+    return f"Risk signals: {', '.join(risk)}\n" if risk else ""
 
 
 def claim_block(hit: SearchHit, risk: list[str], evidence_text: tuple[str, str] | None) -> str:
-    """A claim: its citation, its status when it is not plainly current, its evidence
+    """A claim: its citation and type, its status when it is not plainly current, its evidence
     citations, the quoted statement and, when given, the quoted text of its evidence passage."""
     state = hit.provenance.get("temporal_state", "unknown")
     current = bool(hit.provenance.get("is_current"))
     status = ""
     if hit.status != "active" or state != "current" or not current:
         status = (f"Status: {BT}{hit.status}{BT}, temporal state {BT}{state}{BT}, "
-                  f"{'current' if current else 'not current'}  \n")
+                  f"{'current' if current else 'not current'}\n")
     locators = hit.provenance.get("evidence") or []
     cited = [evidence_citation(loc) for loc in locators]
     shown = f"{cited[0]}" if evidence_text is not None else None
-    evidence = "".join(f"Evidence: {BT}{c}{BT}  \n" for c in cited if c != shown) \
-        or ("" if shown else "Evidence: none recorded  \n")
+    evidence = "".join(f"Evidence: {BT}{c}{BT}\n" for c in cited if c != shown) \
+        or ("" if shown else "Evidence: none recorded\n")
     passage = ""
     if evidence_text is not None:
         passage = f"Evidence {BT}{shown}{BT}:\n{blockquote(evidence_text[1])}\n"
-    return (f"\n## Retrieved claim\nCitation: {BT}{hit.citation}{BT} "
-            f"({hit.provenance.get('claim_type', 'claim')})  \n{status}{evidence}{_risk_line(risk)}"
+    return (f"\n## Retrieved claim\n{BT}{hit.citation}{BT} "
+            f"({hit.provenance.get('claim_type', 'claim')})\n{status}{evidence}{_risk_line(risk)}"
             f"{blockquote(hit.excerpt)}\n{passage}")
 
 
 def artifact_header(hit: SearchHit, risk: list[str]) -> str:
-    """An artifact section's head: the quoted title, the revision citation (each passage adds its
-    span), and the status only when the revision is not the active current one."""
+    """An artifact section's head: the revision citation (each passage adds its span), the
+    status only when the revision is not the active current one, and the quoted title."""
     base = span_citation(hit.entity_id, hit.revision_id)
     current = hit.status == "active" and hit.provenance.get("is_current", True)
     status = "" if current else f" (status {BT}{hit.status}{BT}, not current)"
-    return (f"\n## Retrieved artifact\nUntrusted title:\n{quoted_title(hit.title)}\n"
-            f"Citation: {BT}{base}{BT}{status}  \n{_risk_line(risk)}")
+    return (f"\n## Retrieved artifact\n{BT}{base}{BT}{status}, title:\n{quoted_title(hit.title)}\n"
+            f"{_risk_line(risk)}")
 
 
 def passage_block(passage: Passage) -> str:
@@ -275,18 +277,56 @@ def evidence_items(run: SearchRun) -> list[_Item]:
     """Claims and artifact passages that match the query, best evidence first."""
     scorer = run.scorer
     items: list[_Item] = []
+    line_idf = candidate_line_idf(scorer, run.passages) if scorer else None
     for rank, hit in enumerate(run.hits):
         if hit.entity_type == "claim":
             score = scorer.score(hit.excerpt)[0] if scorer else 0.0
             items.append(_Item(score, rank, 0, hit))
             continue
-        scored = with_context(run.passages.get(hit.revision_id, []))
+        passages = run.passages.get(hit.revision_id, [])
+        if scorer is not None and line_idf is not None:
+            title = scorer.counts(hit.title)[0] if hit.title else {}
+            passages = [rescored(line_idf, p, title) for p in passages]
+        scored = with_context(passages)
         if not scored:
             items.append(_Item(0.0, rank, 0, hit))  # title-only match: the header alone
         for order, (score, passage) in enumerate(scored):
             items.append(_Item(score, rank, order, hit, passage))
     items.sort(key=lambda item: (-item.score, item.rank, item.order))
     return items
+
+
+def candidate_line_idf(scorer: PassageScorer, passages: dict[str, list[Passage]]) -> list[float] | None:
+    """Each unit's weight for scoring lines: the geometric mean of its horizon IDF and its IDF
+    among the candidate lines (every scored line of the hits' matching chunks). The horizon
+    counts documents, so a word said once in every session weighs what a word said in every
+    line does; the lines themselves tell them apart, and the mean keeps the horizon's scale,
+    on which claims are scored."""
+    lines = [p for found in passages.values() for p in found]
+    if not lines:
+        return None
+    frequency = [0] * len(scorer.idf)
+    for line in lines:
+        for unit in line.units:
+            frequency[unit] += 1
+    total = len(lines)
+    return [math.sqrt(max(horizon, 0.0) * math.log(1 + (total - df + 0.5) / (df + 0.5)))
+            for horizon, df in zip(scorer.idf, frequency)]
+
+
+def rescored(idf: list[float], passage: Passage, title: dict[int, int]) -> Passage:
+    """A matching line scored with the candidate-line weights and read under its title: the
+    query units only the title holds (a session's date, a document's subject) add
+    ``TITLE_SHARE`` of their score at the line's length. The title says what the whole
+    document is about, not this line, so its units weigh less than the line's own."""
+    if not passage.units or not passage.counts:
+        return passage
+    score = bm25_sum(idf, passage.counts, passage.words)
+    extra = [(unit, count) for unit, count in title.items() if unit not in passage.units]
+    if extra:
+        score += TITLE_SHARE * bm25_sum(idf, extra, passage.words)
+    return Passage(passage.start, passage.end, passage.text, round(score, 12), passage.units,
+                   passage.words, passage.counts)
 
 
 def with_context(passages: list[Passage]) -> list[tuple[float, Passage]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from memoree.projections.text import floor_char_boundary
 from .analysis import AnalyzedQuery
 from .candidates import Candidate, docs_matching
 
-__all__ = ["Passage", "PassageScorer", "artifact_passages", "attach_citations", "claim_citation"]
+__all__ = ["Passage", "PassageScorer", "artifact_passages", "attach_citations", "bm25_sum", "claim_citation"]
 
 MAX_PASSAGE_BYTES = 480
 HIT_WINDOW_BYTES = 1024
@@ -53,6 +53,8 @@ class Passage:
     text: str
     score: float
     units: frozenset[int]
+    words: int = 0  # tokens, and each matched unit's count: context.build rescores lines
+    counts: tuple[tuple[int, int], ...] = ()
 
     @property
     def size(self) -> int:
@@ -81,6 +83,11 @@ class PassageScorer:
                     self.phrases.append((index, _unit_pattern(tuple(parts))))
 
     def score(self, text: str) -> tuple[float, frozenset[int]]:
+        counts, words = self.counts(text)
+        return self.bm25(counts, words), frozenset(counts)
+
+    def counts(self, text: str) -> tuple[dict[int, int], int]:
+        """How often each unit occurs in ``text``, and how many words ``text`` has."""
         tokens = _TOKENS.findall(fold_text(text))
         counts: dict[int, int] = {}
         for token in tokens:
@@ -93,9 +100,17 @@ class PassageScorer:
                 found = len(pattern.findall(folded))
                 if found:
                     counts[index] = counts.get(index, 0) + found
-        norm = K1 * (1 - B + B * (len(tokens) or 1) / AVERAGE_PASSAGE_WORDS)
-        total = sum(self.idf[i] * tf * (K1 + 1) / (tf + norm) for i, tf in counts.items())
-        return round(total, 12), frozenset(counts)
+        return counts, len(tokens)
+
+    def bm25(self, counts: dict[int, int], words: int, idf: Sequence[float] | None = None) -> float:
+        """BM25 of unit ``counts`` in a text of ``words`` words (``idf``: other weights per unit)."""
+        return round(bm25_sum(self.idf if idf is None else idf, counts.items(), words), 12)
+
+
+def bm25_sum(weights: Sequence[float], counts: Iterable[tuple[int, int]], words: int) -> float:
+    """The unrounded BM25 sum of (unit, count) pairs in a text of ``words`` words."""
+    norm = K1 * (1 - B + B * (words or 1) / AVERAGE_PASSAGE_WORDS)
+    return sum(weights[i] * tf * (K1 + 1) / (tf + norm) for i, tf in counts)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -151,8 +166,9 @@ def score_passages(data: bytes, start: int, end: int, scorer: PassageScorer) -> 
     passages = []
     for s, e in passage_spans(data, start, end):
         text = data[s:e].decode("utf-8", "replace")
-        score, units = scorer.score(text)
-        passages.append(Passage(s, e, text, score, units))
+        counts, words = scorer.counts(text)
+        passages.append(Passage(s, e, text, scorer.bm25(counts, words), frozenset(counts), words,
+                                tuple(sorted(counts.items()))))
     return passages
 
 
@@ -235,8 +251,8 @@ def ranked_chunks(conn: Any, analysis: AnalyzedQuery, rows: Sequence[ChunkRow], 
     for ch in body[:MAX_SCORED_CHUNKS]:
         data = chunk_bytes(conn, ch.revision_id, ch.start_byte, ch.end_byte)
         passages = score_passages(data, 0, len(data), scorer)
-        passages = [Passage(p.start + ch.start_byte, p.end + ch.start_byte, p.text, p.score, p.units)
-                    for p in passages]
+        passages = [Passage(p.start + ch.start_byte, p.end + ch.start_byte, p.text, p.score, p.units,
+                            p.words, p.counts) for p in passages]
         scored.append((ch, passages))
     scored.sort(key=lambda item: (tuple(-x for x in match.strength(analysis, item[0].chunk_id)),
                                   -max((p.score for p in item[1]), default=0.0), item[0].order))

@@ -136,6 +136,19 @@ class TestConflictsAndManifest:
             assert f"Evidence: {cited}" in result["rendered_markdown"] or f"Evidence {cited}:\n> Ledger rotation" in result["rendered_markdown"]
         assert claim_item["reason"].startswith("retrieved by fts5_bm25")
 
+    def test_sections_open_with_their_citation_and_carry_no_unneeded_labels(self, shared_store: Caller) -> None:
+        """An artifact section starts with its revision citation and its quoted title, a claim
+        with its citation and type; no `Citation:` label and no Markdown hard breaks."""
+        result = build(shared_store, "ledger keys rotate", max_bytes=20000)
+        markdown = result["rendered_markdown"]
+        for item in result["manifest"]:
+            if item["entity_type"] == "artifact":
+                base = f"memoree://artifact/{item['entity_id']}@{item['revision_id']}"
+                assert f"## Retrieved artifact\n`{base}`, title:\n> " in markdown
+            else:
+                assert f"## Retrieved claim\n`{item['citation']}` (fact)\n" in markdown
+        assert "Citation: " not in markdown and "  \n" not in markdown
+
     def test_search_truncation_is_reported_apart_from_budget_omissions(self, shared_store: Caller) -> None:
         """retrieval_truncated reflects the search limit; omitted_count only the byte budget."""
         result = build(shared_store, "ledger keys", limit=1, max_bytes=20000)

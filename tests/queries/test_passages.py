@@ -6,7 +6,7 @@ from typing import Any
 
 from memoree.projections.chunker import span_citation
 from memoree.queries.analysis import analyze_query
-from memoree.queries.context_build import with_context
+from memoree.queries.context_build import TITLE_SHARE, candidate_line_idf, rescored, with_context
 from memoree.queries.passages import (
     HIT_WINDOW_BYTES,
     MAX_PASSAGE_BYTES,
@@ -64,6 +64,27 @@ class TestScoring:
         scorer = PassageScorer(analysis, [1.0, 1.0])
         assert frozenset({0, 1}) == scorer.score("She PAINTED it; the Cold Start was slow")[1]
 
+    def test_a_title_adds_half_the_score_of_the_units_only_it_holds(self) -> None:
+        """A line read under its title gains TITLE_SHARE of what the title's other units score at
+        the line's length; units the line holds itself are not counted twice."""
+        scorer = PassageScorer(analyze_query("pottery class july"), [2.0, 1.0, 3.0])
+        counts, words = scorer.counts("Ann: the pottery class was fun")
+        line = Passage(0, 30, "Ann: the pottery class was fun", scorer.bm25(counts, words),
+                       frozenset(counts), words, tuple(sorted(counts.items())))
+        title = scorer.counts("Session 4: 3 July, Ann and Bob, pottery")[0]
+        gain = rescored(scorer.idf, line, title).score - line.score
+        assert abs(gain - TITLE_SHARE * scorer.bm25({2: 1}, words)) < 1e-9
+        assert line.score == rescored(scorer.idf, line, scorer.counts("Pottery class notes")[0]).score
+
+    def test_a_unit_in_every_candidate_line_weighs_less_than_a_rare_one(self) -> None:
+        """Line weights are the geometric mean of the horizon IDF and the IDF among candidate
+        lines: equal horizon IDF, the unit said in every line weighs less; no horizon IDF, none."""
+        scorer = PassageScorer(analyze_query("ann pottery kiln"), [1.0, 1.0, 0.0])
+        lines = [Passage(0, 1, "x", 1.0, frozenset({0})) for _ in range(9)]
+        lines.append(Passage(2, 3, "y", 1.0, frozenset({0, 1, 2})))
+        everywhere, rare, unweighted = candidate_line_idf(scorer, {"rev": lines})
+        assert 0 < everywhere < rare and unweighted == 0.0
+
     def test_neighbours_of_a_match_compete_at_half_its_score(self) -> None:
         """A line next to a matching one becomes a candidate at half the score; others do not."""
         lines = [Passage(0, 10, "a", 0.0, frozenset()), Passage(11, 20, "b", 4.0, frozenset({0})),
@@ -104,6 +125,18 @@ class TestEvidence:
                                                         (passage["start_byte"], passage["end_byte"]))
             assert f"Excerpt `#{passage['start_byte']}-{passage['end_byte']}`:\n" in result["rendered_markdown"]
         assert 1 == result["rendered_markdown"].count("filler talk")
+
+    def test_a_line_under_a_title_naming_the_asked_date_comes_first(self, call: Caller) -> None:
+        """Two sessions with the same matching line: the one whose title names the question's
+        month is shown first, ahead of a line that repeats the words but is from another month."""
+        may = put(call, "# Session 1\n\n[D1:1] Ann: the pottery class, the pottery class again\n",
+                  title="Session 1: 9 May, Ann and Bob")
+        july = put(call, "# Session 2\n\n[D2:1] Ann: the pottery class was fun\n",
+                   title="Session 2: 3 July, Ann and Bob")
+        put(call, "# Session 3\n\n[D3:1] Bob: nothing about it\n", title="Session 3: 4 July, Ann and Bob")
+        result = call.ok("context.build", {"query": "pottery class in July", "max_bytes": 2000})["result"]
+        shown = [item["entity_id"] for item in result["manifest"] if item["passages"]]
+        assert [july["artifact_id"], may["artifact_id"]] == shown[:2]
 
     def test_a_claims_evidence_passage_is_shown_once(self, call: Caller) -> None:
         """A claim brings its evidence line's text; its artifact does not repeat that line."""
