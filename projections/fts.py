@@ -8,7 +8,10 @@ spanless title row per artifact revision plus one row per body chunk with its ex
 FTS5 tables are external-content indexes over them, and chunk text is a view that slices the
 stored body by byte offsets, so no text is duplicated. There are no trigram indexes: the typo
 channel looks words up in the vocabulary (``projections.fts_vocab``), and version 4 drops the
-trigram tables older stores still hold. Lifecycle (forgotten artifacts, retracted
+trigram tables older stores still hold. There is no chunk-level word index either: only
+citations ask which chunks of a few cited revisions match, and they ask a temporary index of
+those chunks (``queries.chunk_probe``), so a put indexes its words once, not twice; version 5
+drops the chunk index older stores still hold. Lifecycle (forgotten artifacts, retracted
 or superseded claims, current revisions) is never copied here: queries join the entities tables.
 
 The projector runs inside the mutation's transaction, so a read with ``min_commit_seq`` at or
@@ -45,9 +48,9 @@ __all__ = ["FTS_INDEXES", "FtsProjector", "fts_schema", "last_doc_ids"]
 WORD_TOKENIZER = "unicode61 remove_diacritics 2"
 
 
-FTS_INDEXES = ("artifact_fts", "artifact_chunk_fts", "claim_fts")
+FTS_INDEXES = ("artifact_fts", "claim_fts")
 # Indexes of earlier versions that nothing reads any more; the schema drops them.
-RETIRED_INDEXES = ("artifact_trigram_fts", "claim_trigram_fts")
+RETIRED_INDEXES = ("artifact_trigram_fts", "claim_trigram_fts", "artifact_chunk_fts")
 # Room for every chunk of an 8 MiB body at the chunker's 256-byte minimum (32,768 < 2**16).
 CHUNK_ID_BITS = 16
 
@@ -87,10 +90,6 @@ SELECT c.chunk_id AS chunk_id,
             THEN CAST(substr(CAST(d.body AS BLOB), c.start_byte + 1, c.end_byte - c.start_byte) AS TEXT)
             ELSE '' END AS body
 FROM artifact_chunks c JOIN artifact_search_text d ON d.revision_id = c.revision_id;
-CREATE VIRTUAL TABLE IF NOT EXISTS artifact_chunk_fts USING fts5(
-    title, body, content='artifact_chunk_text', content_rowid='chunk_id',
-    tokenize='{WORD_TOKENIZER}'
-);
 CREATE TABLE IF NOT EXISTS claim_search_text (
     doc_id INTEGER PRIMARY KEY,
     revision_id TEXT NOT NULL UNIQUE,
@@ -110,15 +109,14 @@ def _secure_delete_statements() -> str:
     """Purged text must leave the index pages too, which FTS5 secure-delete (3.44+) guarantees."""
     if not features().secure_delete:
         return ""
-    return "".join(f"INSERT INTO {index}({index}, rank) VALUES('secure-delete', 1);\n"
-                   for index in ("artifact_fts", "artifact_chunk_fts"))
+    return "INSERT INTO artifact_fts(artifact_fts, rank) VALUES('secure-delete', 1);\n"
 
 
 class FtsProjector:
     """Indexes artifact and claim revisions for search; needs the CAS to read artifact bodies."""
 
     name: ClassVar[str] = "fts"
-    version: ClassVar[int] = 4
+    version: ClassVar[int] = 5
 
     def __init__(self, cas: ContentStore) -> None:
         self.cas = cas
@@ -169,8 +167,6 @@ class FtsProjector:
         self._index_vocabulary_past(conn, artifacts, claims)
         conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) SELECT doc_id, title, body, scope "
                      "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
-        conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) SELECT chunk_id, title, body "
-                     "FROM artifact_chunk_text WHERE chunk_id >= ?", ((artifacts + 1) << CHUNK_ID_BITS,))
         conn.execute("INSERT INTO claim_fts (rowid, statement, scope) SELECT doc_id, statement, scope "
                      "FROM claim_search_text WHERE doc_id > ?", (claims,))
 
@@ -215,7 +211,7 @@ class FtsProjector:
         if self._indexing_now:
             conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, ?, ?)",
                          (doc_id, p.title, body, scope))
-        self._insert_chunks(conn, doc_id, p.artifact_id, p.revision_id, p.title, body)
+        self._insert_chunks(conn, doc_id, p.artifact_id, p.revision_id, body)
 
     def _is_purged(self, digest: str, artifact_id: str) -> bool:
         if not self.bulk:
@@ -273,23 +269,13 @@ class FtsProjector:
                 continue
             conn.execute("INSERT INTO artifact_fts (artifact_fts, rowid, title, body, scope) "
                          "VALUES ('delete', ?, ?, ?, ?)", (doc_id, title, body, scope))
-            chunks = conn.execute("SELECT chunk_id, title, body FROM artifact_chunk_text c "
-                                  "WHERE chunk_id IN (SELECT chunk_id FROM artifact_chunks WHERE revision_id = ?)",
-                                  (revision_id,)).fetchall()
-            for chunk_id, chunk_title, chunk_body in chunks:
-                conn.execute("INSERT INTO artifact_chunk_fts (artifact_chunk_fts, rowid, title, body) "
-                             "VALUES ('delete', ?, ?, ?)", (chunk_id, chunk_title, chunk_body))
             conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'", (revision_id,))
             conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
             conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, '', ?)",
                          (doc_id, title, scope))
-            for chunk_id, chunk_title, chunk_body in chunks:
-                if chunk_title:
-                    conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) VALUES (?, ?, '')",
-                                 (chunk_id, chunk_title))
 
-    def _insert_chunks(self, conn: Any, doc_id: int, artifact_id: str, revision_id: str, title: str,
-                       body: str) -> None:
+    @staticmethod
+    def _insert_chunks(conn: Any, doc_id: int, artifact_id: str, revision_id: str, body: str) -> None:
         rows = [("title", None, None, None)]
         rows += [("body", ordinal, start, end)
                  for ordinal, (start, end) in enumerate(chunk_spans(body.encode("utf-8")))]
@@ -302,15 +288,6 @@ class FtsProjector:
             [(first + offset, revision_id, artifact_id, row_kind, ordinal, start, end, CHUNKER_VERSION)
              for offset, (row_kind, ordinal, start, end) in enumerate(rows)],
         )
-        # Index exactly what the content view yields (the chunker never splits a UTF-8 character,
-        # so slicing the bytes here equals the view's substr), without asking SQLite to re-read it.
-        if not self._indexing_now:
-            return
-        encoded = body.encode("utf-8")
-        values = [(first, title, "")]
-        values += [(first + offset, "", encoded[start:end].decode("utf-8"))
-                   for offset, (_, _, start, end) in enumerate(rows[1:], start=1)]
-        conn.executemany("INSERT INTO artifact_chunk_fts (rowid, title, body) VALUES (?, ?, ?)", values)
 
     def _index_claim_revision(self, conn: Any, p: Any) -> None:
         scopes = _owner_scopes(conn, "claims", p.claim_id)

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoree.projections.chunker import CHUNKER_VERSION, span_citation
-from memoree.projections.fts import CHUNK_ID_BITS
 from memoree.projections.fts_vocab import fold
 from memoree.projections.text import floor_char_boundary
 
 from .analysis import AnalyzedQuery
-from .candidates import Candidate, docs_matching
+from .candidates import Candidate
+from .chunk_probe import fill_probe, probe_matching
 
 __all__ = ["Passage", "PassageScorer", "artifact_passages", "attach_citations", "claim_citation"]
 
@@ -207,7 +207,7 @@ def chunk_matches(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[ChunkRow]
                   units: Sequence[int] | None = None,
                   expressions: Sequence[str] | None = None) -> ChunkMatch:
     """Which units each chunk row matches (``expressions``: each unit's MATCH expression, by
-    default the unit's own)."""
+    default the unit's own); the rows must be in the connection's chunk probe (``fill_probe``)."""
     ids = [ch.chunk_id for ch in chunks]
     matched: dict[int, set[int]] = {}
     if not ids:
@@ -216,7 +216,7 @@ def chunk_matches(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[ChunkRow]
         if units is not None and index not in units:
             continue
         expression = expressions[index] if expressions else unit.fts_expression
-        for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids, CHUNK_ID_BITS):
+        for chunk_id in probe_matching(conn, expression, ids):
             matched.setdefault(chunk_id, set()).add(index)
     return ChunkMatch(matched)
 
@@ -301,6 +301,7 @@ def attach_citations(conn: Any, analysis: AnalyzedQuery, candidates: Sequence[Ca
         return {}
     rows = chunks_of(conn, [c.revision_id for c in artifacts])
     all_rows = [ch for c in artifacts for ch in rows.get(c.revision_id, [])]
+    fill_probe(conn, [ch.chunk_id for ch in all_rows])
     match = chunk_matches(conn, analysis, all_rows, expressions=expressions)
     if any(c.typo_expressions for c in artifacts):
         typo_match = _typo_chunk_matches(conn, artifacts, rows)
@@ -323,6 +324,6 @@ def _typo_chunk_matches(conn: Any, artifacts: Sequence[Candidate],
             continue
         ids = [ch.chunk_id for ch in rows.get(c.revision_id, [])]
         for index, expression in c.typo_expressions:
-            for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids, CHUNK_ID_BITS):
+            for chunk_id in probe_matching(conn, expression, ids):
                 found.setdefault(chunk_id, set()).add(index)
     return found

@@ -121,9 +121,9 @@ class TestApplyOrder:
 class TestRebuild:
     """Replaying the log rebuilds the same content rows and an index that answers the same."""
 
-    def test_a_store_of_an_earlier_version_loses_its_trigram_indexes_on_open(self, call: Caller) -> None:
-        """A version-3 store's trigram indexes (which nothing reads) are dropped when it opens,
-        and the rebuilt word indexes answer as before."""
+    def test_a_store_of_an_earlier_version_loses_its_retired_indexes_on_open(self, call: Caller) -> None:
+        """An earlier version's indexes that nothing reads (trigram, chunk words) are dropped
+        when the store opens, and the rebuilt word indexes answer as before."""
         populate(call)
         engine = call.service.engine
         before = snapshot(engine.conn)
