@@ -121,10 +121,24 @@ def index_words(conn: Any, scopes: Sequence[str], text: str) -> None:
 
 
 def index_word_set(conn: Any, scopes: Sequence[str], found: Iterable[str]) -> None:
-    """Add vocabulary words (as ``words_of`` yields them) to each scope and store-wide."""
+    """Add vocabulary words (as ``words_of`` yields them) to each scope and store-wide.
+
+    ``scopes`` are a document's owner tokens as ``owner_scope_tokens`` lists them, broadest first.
+    Every text of the narrowest scope (the task, or the project's task-less part) is a text of
+    each broader scope and of the store, and a purge forgets a word from a scope only when no
+    text of it holds the word any more: so a word the narrowest scope knows, every broader one
+    knows too. One look-up per word in that scope leaves the few words it lacks, and only those
+    need their rows checked and added in every scope (about a quarter of the look-ups)."""
     words = sorted(found)
     if not words:
         return
+    if scopes:
+        words = [row[0] for row in conn.execute(
+            "SELECT w.value FROM json_each(?) AS w WHERE NOT EXISTS "
+            "(SELECT 1 FROM search_terms WHERE term = w.value AND scope = ?)",
+            (_json_text(words), scopes[-1]))]
+        if not words:
+            return
     # One statement over JSON arrays instead of a row per (scope, word): SQLite walks the pairs
     # itself, in the table's (term, scope) order. RETURNING yields only the rows it inserted, so
     # the store-wide ones are exactly the words the store did not know yet.

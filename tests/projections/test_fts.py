@@ -271,6 +271,38 @@ class TestGroupedIndexing:
         check_indexes(engine.conn)
 
 
+class TestVocabularyScopes:
+    """Every scope's vocabulary holds exactly the words of the texts it owns."""
+
+    def test_words_known_elsewhere_still_reach_each_new_scope(self, call: Caller) -> None:
+        """A word first put in a task, then in the project without a task, another project and
+        another workspace, gets its rows in each scope it reaches, singly or in a group, as a
+        replay builds them."""
+        from memoree.projections.fts_vocab import owner_scope_tokens, words_of
+
+        contexts = [{"workspace_id": "wsp_a", "project_id": "prj_a", "task_id": "tsk_1"},
+                    {"workspace_id": "wsp_a", "project_id": "prj_a"},
+                    {"workspace_id": "wsp_a", "project_id": "prj_a", "task_id": "tsk_2"},
+                    {"workspace_id": "wsp_a", "project_id": "prj_b"},
+                    {"workspace_id": "wsp_b", "project_id": "prj_a"}]
+        texts = ["wombat quokka", "wombat numbat", "quokka bilby", "wombat bilby numbat", "bilby"]
+        engine = call.service.engine
+        for i, (context, text) in enumerate(zip(contexts, texts)):
+            call.put_text(text, key=f"one{i}", context=context)
+        with engine.group():  # the same texts again, in reverse, in one group
+            for i, (context, text) in enumerate(zip(contexts[::-1], texts)):
+                call.put_text(text + " kowari", key=f"group{i}", context=context)
+        engine.handler.run_deferred()
+        expected: set[tuple[str, str]] = set()
+        for context, text in [*zip(contexts, texts), *zip(contexts[::-1], [t + " kowari" for t in texts])]:
+            tokens = owner_scope_tokens(context["workspace_id"], context["project_id"], context.get("task_id"))
+            expected |= {(scope, word) for scope in ("", *tokens) for word in words_of("note\n" + text)}
+        rows = vocabulary(engine.conn)
+        assert set(rows["search_terms"]) == expected
+        engine.reindex(["fts"])
+        assert vocabulary(engine.conn) == rows
+
+
 class TestVocabularyAfterPurge:
     """A purge leaves the vocabulary and the BM25 lengths as a replay of the log builds them."""
 
