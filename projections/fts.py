@@ -35,10 +35,10 @@ from .fts_vocab import (
     add_scope_doc,
     forget_words,
     index_word_set,
-    index_words,
     owner_scope_tokens,
     remove_scope_words,
     word_count,
+    words_and_count,
     words_of,
 )
 from .text import body_index_text
@@ -200,14 +200,16 @@ class FtsProjector:
             body = body_index_text(p.media_type, self.cas.get(p.blob_hash, p.size_bytes))
         scopes = _owner_scopes(conn, "artifacts", p.artifact_id)
         scope = " ".join(scopes)
-        words = word_count(p.title) + word_count(body)
+        # One pass over the text for its vocabulary and its BM25 length (the newline keeps the
+        # title's last word and the body's first apart, so the count is the two counts' sum).
+        vocabulary, words = words_and_count(p.title + "\n" + body)
         doc_id = conn.execute(
             "INSERT INTO artifact_search_text (revision_id, artifact_id, title, body, scope, words) "
             "VALUES (?,?,?,?,?,?)", (p.revision_id, p.artifact_id, p.title, body, scope, words),
         ).lastrowid
         add_scope_doc(conn, "artifact", scopes, words)
         if self._indexing_now:
-            index_words(conn, scopes, p.title + "\n" + body)
+            index_word_set(conn, scopes, vocabulary)
         if self._indexing_now:
             conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, ?, ?)",
                          (doc_id, p.title, body, scope))
@@ -292,14 +294,14 @@ class FtsProjector:
     def _index_claim_revision(self, conn: Any, p: Any) -> None:
         scopes = _owner_scopes(conn, "claims", p.claim_id)
         scope = " ".join(scopes)
-        words = word_count(p.statement)
+        vocabulary, words = words_and_count(p.statement)
         doc_id = conn.execute(
             "INSERT INTO claim_search_text (revision_id, claim_id, statement, scope, words) VALUES (?,?,?,?,?)",
             (p.revision_id, p.claim_id, p.statement, scope, words),
         ).lastrowid
         add_scope_doc(conn, "claim", scopes, words)
         if self._indexing_now:
-            index_words(conn, scopes, p.statement)
+            index_word_set(conn, scopes, vocabulary)
         if self._indexing_now:
             conn.execute("INSERT INTO claim_fts (rowid, statement, scope) VALUES (?, ?, ?)",
                          (doc_id, p.statement, scope))

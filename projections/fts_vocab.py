@@ -31,7 +31,7 @@ __all__ = [
     "GLOBAL_SCOPE", "MAX_VOCAB_WORD", "MIN_VOCAB_WORD", "VOCAB_SCHEMA", "add_scope_doc",
     "deletions", "forget_words", "fold", "index_word_set", "index_words", "owner_scope_tokens", "remove_scope_words",
     "scope_token",
-    "word_count", "words_of",
+    "word_count", "words_and_count", "words_of",
 ]
 
 MIN_VOCAB_WORD = 3
@@ -94,6 +94,14 @@ def words_of(text: str) -> set[str]:
     if text.isascii():  # folding ASCII is lower-casing, which keeps every word's bounds and length
         return {w for w in _WORD.findall(text.lower()) if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
     return {fold(w) for w in _WORD.findall(text) if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
+
+
+def words_and_count(text: str) -> tuple[set[str], int]:
+    """``words_of(text)`` and ``word_count(text)`` from one pass of the word pattern."""
+    tokens = _WORD.findall(text)
+    if text.isascii():  # lower-casing ASCII keeps every token's bounds, so it can come after
+        return {t.lower() for t in tokens if MIN_VOCAB_WORD <= len(t) <= MAX_VOCAB_WORD}, len(tokens)
+    return {fold(t) for t in tokens if MIN_VOCAB_WORD <= len(t) <= MAX_VOCAB_WORD}, len(tokens)
 
 
 def deletions(word: str) -> set[str]:

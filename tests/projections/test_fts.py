@@ -321,3 +321,16 @@ class TestVocabularyAfterPurge:
         assert ("", "shared") in terms and (owner_scope_tokens(**other, task_id=None)[1], "shared") in terms
         assert (mine[1], "shared") not in terms
         assert not conn.execute("SELECT 1 FROM search_term_deletions WHERE term = 'zebracanary'").fetchone()
+
+
+def test_one_pass_over_a_text_gives_its_vocabulary_and_its_length() -> None:
+    """``words_and_count`` equals ``words_of`` and ``word_count`` for ASCII, accented, mixed-case
+    and underscore-joined text, and a title and body joined by a newline count as the two apart."""
+    from memoree.projections.fts_vocab import word_count, words_and_count, words_of
+
+    texts = ["Cache NOTES: the WAL, the wal and x_y_z ab abc", "Ünïcode Straße café_bar ÀBC Ǆemal", "",
+             "ß" * 40, "tkt-00123 with 2024-01-01 dates"]
+    for text in texts:
+        assert words_and_count(text) == (words_of(text), word_count(text)), text
+        assert words_and_count("Title words\n" + text)[1] == word_count("Title words") + word_count(text)
+    assert words_of("Cache NOTES") == {"cache", "notes"} and words_of("Ünïcode") == {"unicode"}
