@@ -200,9 +200,10 @@ class FtsProjector:
             body = body_index_text(p.media_type, self.cas.get(p.blob_hash, p.size_bytes))
         scopes = _owner_scopes(conn, "artifacts", p.artifact_id)
         scope = " ".join(scopes)
-        # One pass over the text for its vocabulary and its BM25 length (the newline keeps the
-        # title's last word and the body's first apart, so the count is the two counts' sum).
-        vocabulary, words = words_and_count(p.title + "\n" + body)
+        # One pass over the text for its BM25 length and, when indexed now, its vocabulary (the
+        # newline keeps the title's last word and the body's first apart: the counts add up).
+        text = p.title + "\n" + body
+        vocabulary, words = words_and_count(text) if self._indexing_now else (set(), word_count(text))
         doc_id = conn.execute(
             "INSERT INTO artifact_search_text (revision_id, artifact_id, title, body, scope, words) "
             "VALUES (?,?,?,?,?,?)", (p.revision_id, p.artifact_id, p.title, body, scope, words),
@@ -294,7 +295,8 @@ class FtsProjector:
     def _index_claim_revision(self, conn: Any, p: Any) -> None:
         scopes = _owner_scopes(conn, "claims", p.claim_id)
         scope = " ".join(scopes)
-        vocabulary, words = words_and_count(p.statement)
+        vocabulary, words = (words_and_count(p.statement) if self._indexing_now
+                             else (set(), word_count(p.statement)))
         doc_id = conn.execute(
             "INSERT INTO claim_search_text (revision_id, claim_id, statement, scope, words) VALUES (?,?,?,?,?)",
             (p.revision_id, p.claim_id, p.statement, scope, words),

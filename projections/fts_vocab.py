@@ -91,17 +91,26 @@ def fold(word: str) -> str:
 
 def words_of(text: str) -> set[str]:
     """The distinct vocabulary words of ``text`` (folded, 3..32 characters)."""
-    if text.isascii():  # folding ASCII is lower-casing, which keeps every word's bounds and length
-        return {w for w in _WORD.findall(text.lower()) if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
-    return {fold(w) for w in _WORD.findall(text) if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
+    return _vocabulary(_tokens(text), text.isascii())
 
 
 def words_and_count(text: str) -> tuple[set[str], int]:
     """``words_of(text)`` and ``word_count(text)`` from one pass of the word pattern."""
-    tokens = _WORD.findall(text)
-    if text.isascii():  # lower-casing ASCII keeps every token's bounds, so it can come after
-        return {t.lower() for t in tokens if MIN_VOCAB_WORD <= len(t) <= MAX_VOCAB_WORD}, len(tokens)
-    return {fold(t) for t in tokens if MIN_VOCAB_WORD <= len(t) <= MAX_VOCAB_WORD}, len(tokens)
+    tokens = _tokens(text)
+    return _vocabulary(tokens, text.isascii()), len(tokens)
+
+
+def _tokens(text: str) -> list[str]:
+    # Folding ASCII is lower-casing, which keeps every word's bounds and length: one call over
+    # the whole text instead of one per word.
+    return _WORD.findall(text.lower() if text.isascii() else text)
+
+
+def _vocabulary(tokens: list[str], folded: bool) -> set[str]:
+    distinct = set(tokens)  # in C: the length test and folding then run once per distinct word
+    if folded:
+        return {w for w in distinct if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
+    return {fold(w) for w in distinct if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
 
 
 def deletions(word: str) -> set[str]:
