@@ -7,7 +7,8 @@ rows asked about are copied from the ``artifact_chunk_text`` view into a tempora
 this connection, with the word tokenizer of the stored indexes, and the expression is matched
 there. A chunk matches or not by its own text alone (no corpus statistics take part), so the
 answer is the one an index over every chunk would give. The temporary table lives in the
-connection's temp database (memory), which a read-only connection may write too.
+connection's temp database (memory), which a read-only connection may write too, and is emptied
+after each use, so no text stays there past the query that asked for it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import msgspec
 
 from memoree.projections.fts import WORD_TOKENIZER
 
-__all__ = ["PROBE_TABLE", "fill_probe", "probe_matching"]
+__all__ = ["PROBE_TABLE", "clear_probe", "fill_probe", "probe_matching"]
 
 PROBE_TABLE = "chunk_probe"
 
@@ -34,6 +35,11 @@ def fill_probe(conn: Any, chunk_ids: Iterable[int]) -> None:
         conn.execute(f"INSERT INTO temp.{PROBE_TABLE} (rowid, title, body) SELECT chunk_id, title, body "
                      "FROM artifact_chunk_text WHERE chunk_id IN (SELECT value FROM json_each(?))",
                      (msgspec.json.encode(ids).decode(),))
+
+
+def clear_probe(conn: Any) -> None:
+    """Empty the probe (its rows are copies of stored text)."""
+    conn.execute(f"DELETE FROM temp.{PROBE_TABLE}")
 
 
 def probe_matching(conn: Any, expression: str, chunk_ids: Iterable[int]) -> set[int]:

@@ -25,7 +25,7 @@ from memoree.projections.text import floor_char_boundary
 
 from .analysis import AnalyzedQuery
 from .candidates import Candidate
-from .chunk_probe import fill_probe, probe_matching
+from .chunk_probe import clear_probe, fill_probe, probe_matching
 
 __all__ = ["Passage", "PassageScorer", "artifact_passages", "attach_citations", "claim_citation"]
 
@@ -302,11 +302,14 @@ def attach_citations(conn: Any, analysis: AnalyzedQuery, candidates: Sequence[Ca
     rows = chunks_of(conn, [c.revision_id for c in artifacts])
     all_rows = [ch for c in artifacts for ch in rows.get(c.revision_id, [])]
     fill_probe(conn, [ch.chunk_id for ch in all_rows])
-    match = chunk_matches(conn, analysis, all_rows, expressions=expressions)
-    if any(c.typo_expressions for c in artifacts):
-        typo_match = _typo_chunk_matches(conn, artifacts, rows)
-        for chunk_id, units in typo_match.items():
-            match.units.setdefault(chunk_id, set()).update(units)
+    try:
+        match = chunk_matches(conn, analysis, all_rows, expressions=expressions)
+        if any(c.typo_expressions for c in artifacts):
+            typo_match = _typo_chunk_matches(conn, artifacts, rows)
+            for chunk_id, units in typo_match.items():
+                match.units.setdefault(chunk_id, set()).update(units)
+    finally:
+        clear_probe(conn)
     passages: dict[str, list[Passage]] = {}
     for c in artifacts:
         ranked = ranked_chunks(conn, analysis, rows.get(c.revision_id, []), match, scorer, every_passage)

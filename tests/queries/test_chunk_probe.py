@@ -64,3 +64,12 @@ def test_the_probe_works_on_a_read_only_connection(call: Caller) -> None:
         reader.execute("COMMIT")
     finally:
         reader.close()
+
+
+def test_a_search_leaves_no_chunk_text_in_the_probe(call: Caller) -> None:
+    """After a search has cited its hits, the connection's probe holds no rows."""
+    populate(call)
+    hits = call.ok("search", {"query": "cache"})["result"]["hits"]
+    assert hits and all(hit["citation"] for hit in hits)
+    conn = call.service.engine.conn
+    assert conn.execute("SELECT count(*) FROM temp.chunk_probe").fetchone()[0] == 0
