@@ -266,16 +266,17 @@ class FtsProjector:
 
     def _erase_bodies(self, conn: Any, rows: list[Any]) -> None:
         for doc_id, revision_id, title, body, scope in rows:
-            if not self._in_index(doc_id):  # indexed later, from the rows as the purge leaves them
-                conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'", (revision_id,))
-                conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
-                continue
-            conn.execute("INSERT INTO artifact_fts (artifact_fts, rowid, title, body, scope) "
-                         "VALUES ('delete', ?, ?, ?, ?)", (doc_id, title, body, scope))
-            conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'", (revision_id,))
+            # A row not in the word index yet is indexed later, from the row as the purge leaves it.
+            indexed = self._in_index(doc_id)
+            if indexed:
+                conn.execute("INSERT INTO artifact_fts (artifact_fts, rowid, title, body, scope) "
+                             "VALUES ('delete', ?, ?, ?, ?)", (doc_id, title, body, scope))
+            conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'",
+                         (revision_id,))
             conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
-            conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, '', ?)",
-                         (doc_id, title, scope))
+            if indexed:
+                conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, '', ?)",
+                             (doc_id, title, scope))
 
     @staticmethod
     def _insert_chunks(conn: Any, doc_id: int, artifact_id: str, revision_id: str, body: str) -> None:

@@ -5,10 +5,11 @@ body chunks, ``projections.fts``) of the revisions being cited, which ones hold 
 The store keeps no word index per chunk (a put would index every word twice); instead the chunk
 rows asked about are indexed from the ``artifact_chunk_text`` view into a temporary contentless
 FTS5 table of this connection (it keeps the words' positions, not the text), with the word
-tokenizer of the stored indexes, and the expression is matched there. A chunk matches or not by its own text alone (no corpus statistics take part), so the
-answer is the one an index over every chunk would give. The temporary table lives in the
-connection's temp database (memory), which a read-only connection may write too, and is emptied
-after each use, so no text stays there past the query that asked for it.
+tokenizer of the stored indexes, and the expression is matched there. A chunk matches or not by
+its own text alone (no corpus statistics take part), so the answer is the one an index over
+every chunk would give. The temporary table lives in the connection's temp database (memory),
+which a read-only connection may write too, and is emptied after each use, so nothing of the
+cited text stays there past the query that asked for it.
 """
 
 from __future__ import annotations
