@@ -8,7 +8,10 @@ spanless title row per artifact revision plus one row per body chunk with its ex
 FTS5 tables are external-content indexes over them, and chunk text is a view that slices the
 stored body by byte offsets, so no text is duplicated. There are no trigram indexes: the typo
 channel looks words up in the vocabulary (``projections.fts_vocab``), and version 4 drops the
-trigram tables older stores still hold. Lifecycle (forgotten artifacts, retracted
+trigram tables older stores still hold. There is no chunk-level word index either: only
+citations ask which chunks of a few cited revisions match, and they ask a temporary index of
+those chunks (``queries.chunk_probe``), so a put indexes its words once, not twice; version 5
+drops the chunk index older stores still hold. Lifecycle (forgotten artifacts, retracted
 or superseded claims, current revisions) is never copied here: queries join the entities tables.
 
 The projector runs inside the mutation's transaction, so a read with ``min_commit_seq`` at or
@@ -32,10 +35,10 @@ from .fts_vocab import (
     add_scope_doc,
     forget_words,
     index_word_set,
-    index_words,
     owner_scope_tokens,
     remove_scope_words,
     word_count,
+    words_and_count,
     words_of,
 )
 from .text import body_index_text
@@ -45,9 +48,9 @@ __all__ = ["FTS_INDEXES", "FtsProjector", "fts_schema", "last_doc_ids"]
 WORD_TOKENIZER = "unicode61 remove_diacritics 2"
 
 
-FTS_INDEXES = ("artifact_fts", "artifact_chunk_fts", "claim_fts")
+FTS_INDEXES = ("artifact_fts", "claim_fts")
 # Indexes of earlier versions that nothing reads any more; the schema drops them.
-RETIRED_INDEXES = ("artifact_trigram_fts", "claim_trigram_fts")
+RETIRED_INDEXES = ("artifact_trigram_fts", "claim_trigram_fts", "artifact_chunk_fts")
 # Room for every chunk of an 8 MiB body at the chunker's 256-byte minimum (32,768 < 2**16).
 CHUNK_ID_BITS = 16
 
@@ -87,10 +90,6 @@ SELECT c.chunk_id AS chunk_id,
             THEN CAST(substr(CAST(d.body AS BLOB), c.start_byte + 1, c.end_byte - c.start_byte) AS TEXT)
             ELSE '' END AS body
 FROM artifact_chunks c JOIN artifact_search_text d ON d.revision_id = c.revision_id;
-CREATE VIRTUAL TABLE IF NOT EXISTS artifact_chunk_fts USING fts5(
-    title, body, content='artifact_chunk_text', content_rowid='chunk_id',
-    tokenize='{WORD_TOKENIZER}'
-);
 CREATE TABLE IF NOT EXISTS claim_search_text (
     doc_id INTEGER PRIMARY KEY,
     revision_id TEXT NOT NULL UNIQUE,
@@ -110,15 +109,14 @@ def _secure_delete_statements() -> str:
     """Purged text must leave the index pages too, which FTS5 secure-delete (3.44+) guarantees."""
     if not features().secure_delete:
         return ""
-    return "".join(f"INSERT INTO {index}({index}, rank) VALUES('secure-delete', 1);\n"
-                   for index in ("artifact_fts", "artifact_chunk_fts"))
+    return "INSERT INTO artifact_fts(artifact_fts, rank) VALUES('secure-delete', 1);\n"
 
 
 class FtsProjector:
     """Indexes artifact and claim revisions for search; needs the CAS to read artifact bodies."""
 
     name: ClassVar[str] = "fts"
-    version: ClassVar[int] = 4
+    version: ClassVar[int] = 5
 
     def __init__(self, cas: ContentStore) -> None:
         self.cas = cas
@@ -169,8 +167,6 @@ class FtsProjector:
         self._index_vocabulary_past(conn, artifacts, claims)
         conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) SELECT doc_id, title, body, scope "
                      "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
-        conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) SELECT chunk_id, title, body "
-                     "FROM artifact_chunk_text WHERE chunk_id >= ?", ((artifacts + 1) << CHUNK_ID_BITS,))
         conn.execute("INSERT INTO claim_fts (rowid, statement, scope) SELECT doc_id, statement, scope "
                      "FROM claim_search_text WHERE doc_id > ?", (claims,))
 
@@ -204,18 +200,21 @@ class FtsProjector:
             body = body_index_text(p.media_type, self.cas.get(p.blob_hash, p.size_bytes))
         scopes = _owner_scopes(conn, "artifacts", p.artifact_id)
         scope = " ".join(scopes)
-        words = word_count(p.title) + word_count(body)
+        # One pass over the text for its BM25 length and, when indexed now, its vocabulary (the
+        # newline keeps the title's last word and the body's first apart: the counts add up).
+        text = p.title + "\n" + body
+        vocabulary, words = words_and_count(text) if self._indexing_now else (set(), word_count(text))
         doc_id = conn.execute(
             "INSERT INTO artifact_search_text (revision_id, artifact_id, title, body, scope, words) "
             "VALUES (?,?,?,?,?,?)", (p.revision_id, p.artifact_id, p.title, body, scope, words),
         ).lastrowid
         add_scope_doc(conn, "artifact", scopes, words)
         if self._indexing_now:
-            index_words(conn, scopes, p.title + "\n" + body)
+            index_word_set(conn, scopes, vocabulary)
         if self._indexing_now:
             conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, ?, ?)",
                          (doc_id, p.title, body, scope))
-        self._insert_chunks(conn, doc_id, p.artifact_id, p.revision_id, p.title, body)
+        self._insert_chunks(conn, doc_id, p.artifact_id, p.revision_id, body)
 
     def _is_purged(self, digest: str, artifact_id: str) -> bool:
         if not self.bulk:
@@ -267,29 +266,20 @@ class FtsProjector:
 
     def _erase_bodies(self, conn: Any, rows: list[Any]) -> None:
         for doc_id, revision_id, title, body, scope in rows:
-            if not self._in_index(doc_id):  # indexed later, from the rows as the purge leaves them
-                conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'", (revision_id,))
-                conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
-                continue
-            conn.execute("INSERT INTO artifact_fts (artifact_fts, rowid, title, body, scope) "
-                         "VALUES ('delete', ?, ?, ?, ?)", (doc_id, title, body, scope))
-            chunks = conn.execute("SELECT chunk_id, title, body FROM artifact_chunk_text c "
-                                  "WHERE chunk_id IN (SELECT chunk_id FROM artifact_chunks WHERE revision_id = ?)",
-                                  (revision_id,)).fetchall()
-            for chunk_id, chunk_title, chunk_body in chunks:
-                conn.execute("INSERT INTO artifact_chunk_fts (artifact_chunk_fts, rowid, title, body) "
-                             "VALUES ('delete', ?, ?, ?)", (chunk_id, chunk_title, chunk_body))
-            conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'", (revision_id,))
+            # A row not in the word index yet is indexed later, from the row as the purge leaves it.
+            indexed = self._in_index(doc_id)
+            if indexed:
+                conn.execute("INSERT INTO artifact_fts (artifact_fts, rowid, title, body, scope) "
+                             "VALUES ('delete', ?, ?, ?, ?)", (doc_id, title, body, scope))
+            conn.execute("DELETE FROM artifact_chunks WHERE revision_id = ? AND row_kind = 'body'",
+                         (revision_id,))
             conn.execute("UPDATE artifact_search_text SET body = '' WHERE doc_id = ?", (doc_id,))
-            conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, '', ?)",
-                         (doc_id, title, scope))
-            for chunk_id, chunk_title, chunk_body in chunks:
-                if chunk_title:
-                    conn.execute("INSERT INTO artifact_chunk_fts (rowid, title, body) VALUES (?, ?, '')",
-                                 (chunk_id, chunk_title))
+            if indexed:
+                conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, '', ?)",
+                             (doc_id, title, scope))
 
-    def _insert_chunks(self, conn: Any, doc_id: int, artifact_id: str, revision_id: str, title: str,
-                       body: str) -> None:
+    @staticmethod
+    def _insert_chunks(conn: Any, doc_id: int, artifact_id: str, revision_id: str, body: str) -> None:
         rows = [("title", None, None, None)]
         rows += [("body", ordinal, start, end)
                  for ordinal, (start, end) in enumerate(chunk_spans(body.encode("utf-8")))]
@@ -302,27 +292,19 @@ class FtsProjector:
             [(first + offset, revision_id, artifact_id, row_kind, ordinal, start, end, CHUNKER_VERSION)
              for offset, (row_kind, ordinal, start, end) in enumerate(rows)],
         )
-        # Index exactly what the content view yields (the chunker never splits a UTF-8 character,
-        # so slicing the bytes here equals the view's substr), without asking SQLite to re-read it.
-        if not self._indexing_now:
-            return
-        encoded = body.encode("utf-8")
-        values = [(first, title, "")]
-        values += [(first + offset, "", encoded[start:end].decode("utf-8"))
-                   for offset, (_, _, start, end) in enumerate(rows[1:], start=1)]
-        conn.executemany("INSERT INTO artifact_chunk_fts (rowid, title, body) VALUES (?, ?, ?)", values)
 
     def _index_claim_revision(self, conn: Any, p: Any) -> None:
         scopes = _owner_scopes(conn, "claims", p.claim_id)
         scope = " ".join(scopes)
-        words = word_count(p.statement)
+        vocabulary, words = (words_and_count(p.statement) if self._indexing_now
+                             else (set(), word_count(p.statement)))
         doc_id = conn.execute(
             "INSERT INTO claim_search_text (revision_id, claim_id, statement, scope, words) VALUES (?,?,?,?,?)",
             (p.revision_id, p.claim_id, p.statement, scope, words),
         ).lastrowid
         add_scope_doc(conn, "claim", scopes, words)
         if self._indexing_now:
-            index_words(conn, scopes, p.statement)
+            index_word_set(conn, scopes, vocabulary)
         if self._indexing_now:
             conn.execute("INSERT INTO claim_fts (rowid, statement, scope) VALUES (?, ?, ?)",
                          (doc_id, p.statement, scope))

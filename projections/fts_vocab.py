@@ -31,7 +31,7 @@ __all__ = [
     "GLOBAL_SCOPE", "MAX_VOCAB_WORD", "MIN_VOCAB_WORD", "VOCAB_SCHEMA", "add_scope_doc",
     "deletions", "forget_words", "fold", "index_word_set", "index_words", "owner_scope_tokens", "remove_scope_words",
     "scope_token",
-    "word_count", "words_of",
+    "word_count", "words_and_count", "words_of",
 ]
 
 MIN_VOCAB_WORD = 3
@@ -91,9 +91,26 @@ def fold(word: str) -> str:
 
 def words_of(text: str) -> set[str]:
     """The distinct vocabulary words of ``text`` (folded, 3..32 characters)."""
-    if text.isascii():  # folding ASCII is lower-casing, which keeps every word's bounds and length
-        return {w for w in _WORD.findall(text.lower()) if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
-    return {fold(w) for w in _WORD.findall(text) if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
+    return _vocabulary(_tokens(text), text.isascii())
+
+
+def words_and_count(text: str) -> tuple[set[str], int]:
+    """``words_of(text)`` and ``word_count(text)`` from one pass of the word pattern."""
+    tokens = _tokens(text)
+    return _vocabulary(tokens, text.isascii()), len(tokens)
+
+
+def _tokens(text: str) -> list[str]:
+    # Folding ASCII is lower-casing, which keeps every word's bounds and length: one call over
+    # the whole text instead of one per word.
+    return _WORD.findall(text.lower() if text.isascii() else text)
+
+
+def _vocabulary(tokens: list[str], folded: bool) -> set[str]:
+    distinct = set(tokens)  # in C: the length test and folding then run once per distinct word
+    if folded:
+        return {w for w in distinct if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
+    return {fold(w) for w in distinct if MIN_VOCAB_WORD <= len(w) <= MAX_VOCAB_WORD}
 
 
 def deletions(word: str) -> set[str]:
@@ -121,10 +138,24 @@ def index_words(conn: Any, scopes: Sequence[str], text: str) -> None:
 
 
 def index_word_set(conn: Any, scopes: Sequence[str], found: Iterable[str]) -> None:
-    """Add vocabulary words (as ``words_of`` yields them) to each scope and store-wide."""
+    """Add vocabulary words (as ``words_of`` yields them) to each scope and store-wide.
+
+    ``scopes`` are a document's owner tokens as ``owner_scope_tokens`` lists them, broadest first.
+    Every text of the narrowest scope (the task, or the project's task-less part) is a text of
+    each broader scope and of the store, and a purge forgets a word from a scope only when no
+    text of it holds the word any more: so a word the narrowest scope knows, every broader one
+    knows too. One look-up per word in that scope leaves the few words it lacks, and only those
+    need their rows checked and added in every scope (about a quarter of the look-ups)."""
     words = sorted(found)
     if not words:
         return
+    if scopes:
+        words = [row[0] for row in conn.execute(
+            "SELECT w.value FROM json_each(?) AS w WHERE NOT EXISTS "
+            "(SELECT 1 FROM search_terms WHERE term = w.value AND scope = ?)",
+            (_json_text(words), scopes[-1]))]
+        if not words:
+            return
     # One statement over JSON arrays instead of a row per (scope, word): SQLite walks the pairs
     # itself, in the table's (term, scope) order. RETURNING yields only the rows it inserted, so
     # the store-wide ones are exactly the words the store did not know yet.

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoree.projections.chunker import CHUNKER_VERSION, span_citation
-from memoree.projections.fts import CHUNK_ID_BITS
 from memoree.projections.fts_vocab import fold
 from memoree.projections.text import floor_char_boundary
 
 from .analysis import AnalyzedQuery
-from .candidates import Candidate, docs_matching
+from .candidates import Candidate
+from .chunk_probe import clear_probe, fill_probe, probe_matching
 
 __all__ = ["Passage", "PassageScorer", "artifact_passages", "attach_citations", "bm25_sum", "claim_citation"]
 
@@ -223,7 +223,7 @@ def chunk_matches(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[ChunkRow]
                   units: Sequence[int] | None = None,
                   expressions: Sequence[str] | None = None) -> ChunkMatch:
     """Which units each chunk row matches (``expressions``: each unit's MATCH expression, by
-    default the unit's own)."""
+    default the unit's own); the rows must be in the connection's chunk probe (``fill_probe``)."""
     ids = [ch.chunk_id for ch in chunks]
     matched: dict[int, set[int]] = {}
     if not ids:
@@ -232,7 +232,7 @@ def chunk_matches(conn: Any, analysis: AnalyzedQuery, chunks: Sequence[ChunkRow]
         if units is not None and index not in units:
             continue
         expression = expressions[index] if expressions else unit.fts_expression
-        for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids, CHUNK_ID_BITS):
+        for chunk_id in probe_matching(conn, expression, ids):
             matched.setdefault(chunk_id, set()).add(index)
     return ChunkMatch(matched)
 
@@ -317,11 +317,15 @@ def attach_citations(conn: Any, analysis: AnalyzedQuery, candidates: Sequence[Ca
         return {}
     rows = chunks_of(conn, [c.revision_id for c in artifacts])
     all_rows = [ch for c in artifacts for ch in rows.get(c.revision_id, [])]
-    match = chunk_matches(conn, analysis, all_rows, expressions=expressions)
-    if any(c.typo_expressions for c in artifacts):
-        typo_match = _typo_chunk_matches(conn, artifacts, rows)
-        for chunk_id, units in typo_match.items():
-            match.units.setdefault(chunk_id, set()).update(units)
+    fill_probe(conn, [ch.chunk_id for ch in all_rows])
+    try:
+        match = chunk_matches(conn, analysis, all_rows, expressions=expressions)
+        if any(c.typo_expressions for c in artifacts):
+            typo_match = _typo_chunk_matches(conn, artifacts, rows)
+            for chunk_id, units in typo_match.items():
+                match.units.setdefault(chunk_id, set()).update(units)
+    finally:
+        clear_probe(conn)
     passages: dict[str, list[Passage]] = {}
     for c in artifacts:
         ranked = ranked_chunks(conn, analysis, rows.get(c.revision_id, []), match, scorer, every_passage)
@@ -339,6 +343,6 @@ def _typo_chunk_matches(conn: Any, artifacts: Sequence[Candidate],
             continue
         ids = [ch.chunk_id for ch in rows.get(c.revision_id, [])]
         for index, expression in c.typo_expressions:
-            for chunk_id in docs_matching(conn, "artifact_chunk_fts", expression, ids, CHUNK_ID_BITS):
+            for chunk_id in probe_matching(conn, expression, ids):
                 found.setdefault(chunk_id, set()).add(index)
     return found

@@ -121,9 +121,9 @@ class TestApplyOrder:
 class TestRebuild:
     """Replaying the log rebuilds the same content rows and an index that answers the same."""
 
-    def test_a_store_of_an_earlier_version_loses_its_trigram_indexes_on_open(self, call: Caller) -> None:
-        """A version-3 store's trigram indexes (which nothing reads) are dropped when it opens,
-        and the rebuilt word indexes answer as before."""
+    def test_a_store_of_an_earlier_version_loses_its_retired_indexes_on_open(self, call: Caller) -> None:
+        """An earlier version's indexes that nothing reads (trigram, chunk words) are dropped
+        when the store opens, and the rebuilt word indexes answer as before."""
         populate(call)
         engine = call.service.engine
         before = snapshot(engine.conn)
@@ -271,6 +271,38 @@ class TestGroupedIndexing:
         check_indexes(engine.conn)
 
 
+class TestVocabularyScopes:
+    """Every scope's vocabulary holds exactly the words of the texts it owns."""
+
+    def test_words_known_elsewhere_still_reach_each_new_scope(self, call: Caller) -> None:
+        """A word first put in a task, then in the project without a task, another project and
+        another workspace, gets its rows in each scope it reaches, singly or in a group, as a
+        replay builds them."""
+        from memoree.projections.fts_vocab import owner_scope_tokens, words_of
+
+        contexts = [{"workspace_id": "wsp_a", "project_id": "prj_a", "task_id": "tsk_1"},
+                    {"workspace_id": "wsp_a", "project_id": "prj_a"},
+                    {"workspace_id": "wsp_a", "project_id": "prj_a", "task_id": "tsk_2"},
+                    {"workspace_id": "wsp_a", "project_id": "prj_b"},
+                    {"workspace_id": "wsp_b", "project_id": "prj_a"}]
+        texts = ["wombat quokka", "wombat numbat", "quokka bilby", "wombat bilby numbat", "bilby"]
+        engine = call.service.engine
+        for i, (context, text) in enumerate(zip(contexts, texts)):
+            call.put_text(text, key=f"one{i}", context=context)
+        with engine.group():  # the same texts again, in reverse, in one group
+            for i, (context, text) in enumerate(zip(contexts[::-1], texts)):
+                call.put_text(text + " kowari", key=f"group{i}", context=context)
+        engine.handler.run_deferred()
+        expected: set[tuple[str, str]] = set()
+        for context, text in [*zip(contexts, texts), *zip(contexts[::-1], [t + " kowari" for t in texts])]:
+            tokens = owner_scope_tokens(context["workspace_id"], context["project_id"], context.get("task_id"))
+            expected |= {(scope, word) for scope in ("", *tokens) for word in words_of("note\n" + text)}
+        rows = vocabulary(engine.conn)
+        assert set(rows["search_terms"]) == expected
+        engine.reindex(["fts"])
+        assert vocabulary(engine.conn) == rows
+
+
 class TestVocabularyAfterPurge:
     """A purge leaves the vocabulary and the BM25 lengths as a replay of the log builds them."""
 
@@ -289,3 +321,16 @@ class TestVocabularyAfterPurge:
         assert ("", "shared") in terms and (owner_scope_tokens(**other, task_id=None)[1], "shared") in terms
         assert (mine[1], "shared") not in terms
         assert not conn.execute("SELECT 1 FROM search_term_deletions WHERE term = 'zebracanary'").fetchone()
+
+
+def test_one_pass_over_a_text_gives_its_vocabulary_and_its_length() -> None:
+    """``words_and_count`` equals ``words_of`` and ``word_count`` for ASCII, accented, mixed-case
+    and underscore-joined text, and a title and body joined by a newline count as the two apart."""
+    from memoree.projections.fts_vocab import word_count, words_and_count, words_of
+
+    texts = ["Cache NOTES: the WAL, the wal and x_y_z ab abc", "Ünïcode Straße café_bar ÀBC Ǆemal", "",
+             "ß" * 40, "tkt-00123 with 2024-01-01 dates"]
+    for text in texts:
+        assert words_and_count(text) == (words_of(text), word_count(text)), text
+        assert words_and_count("Title words\n" + text)[1] == word_count("Title words") + word_count(text)
+    assert words_of("Cache NOTES") == {"cache", "notes"} and words_of("Ünïcode") == {"unicode"}

@@ -11,7 +11,7 @@ from memoree.projections.fts import FTS_INDEXES
 from tests.conftest import Caller
 from tests.projections.test_reindex import populate
 
-QUERIES = {"artifact_fts": "cache", "artifact_chunk_fts": "notes", "claim_fts": "wal"}
+QUERIES = {"artifact_fts": "cache", "claim_fts": "wal"}
 
 
 def answers(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
