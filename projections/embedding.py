@@ -28,7 +28,7 @@ from .pieces import ID_BYTES, PieceTokenizer
 
 __all__ = [
     "DIMENSIONS", "MODEL_ID", "Model", "ModelStatus", "common_axis", "load_model", "model_status",
-    "quantize",
+    "quantize", "quantize_block", "split_rows",
 ]
 
 MODEL_ID = "wordllama/l2_supercat_256"
@@ -66,6 +66,7 @@ class Model:
         from tokenizers import Tokenizer
 
         self.np = np
+        self.folder = folder
         self.revision = revision
         self.table = np.ascontiguousarray(load_file(str(folder / WEIGHTS_FILE))[TENSOR_KEY], dtype=np.float32)
         tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
@@ -148,8 +149,18 @@ def common_axis(np: Any, table: Any) -> Any:
 
 def quantize(np: Any, vectors: Any) -> list[bytes]:
     """Unit float32 rows -> int8 rows (``round(x * 127)``), the bytes the projection stores."""
+    return split_rows(quantize_block(np, vectors), vectors.shape[1])
+
+
+def quantize_block(np: Any, vectors: Any) -> bytes:
+    """``quantize``'s rows as one bytes object, row after row."""
     scaled = np.rint(vectors * np.float32(QUANT_SCALE))
-    return [row.tobytes() for row in np.clip(scaled, -127, 127).astype(np.int8)]
+    return np.clip(scaled, -127, 127).astype(np.int8).tobytes()
+
+
+def split_rows(block: bytes, width: int = DIMENSIONS) -> list[bytes]:
+    """A block of int8 rows -> one bytes object per row."""
+    return [block[start:start + width] for start in range(0, len(block), width)]
 
 
 def _package_folder() -> tuple[Path | None, str | None]:

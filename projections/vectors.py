@@ -20,13 +20,15 @@ so the store rebuilds the projection from the log on its next open.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from memoree.eventlog.store import RecordedEvent
 
-from .embedding import load_model, quantize
+from .embed_worker import EmbeddingWorker, WorkerFailed, embed_request
+from .embedding import load_model, split_rows
 from .fts import CHUNK_ID_BITS, last_doc_ids
 
 __all__ = ["PASSAGE_BYTES", "VectorsProjector", "passage_spans", "projector_version"]
@@ -36,6 +38,11 @@ PASSAGE_BYTES = 512
 # 256 KiB of text are covered; lexical search still covers all of it).
 MAX_PASSAGES = 512
 BULK_BATCH = 512
+# A replay embeds in a child process (``projections.embed_worker``) once it has this many rows
+# behind it (a small log is done before a child would have started), with at most this many
+# batches handed over and not yet stored.
+WORKER_AFTER_ROWS = 4096
+MAX_IN_FLIGHT = 32
 # 2: a passage is its own tokens plus its title's (was: the text "title\npassage" tokenized).
 MODEL_VERSION = 2
 
@@ -60,6 +67,9 @@ CREATE TABLE IF NOT EXISTS vector_state (
     value INTEGER NOT NULL
 ) STRICT;
 """
+
+
+_Revision = tuple[int, str, str, str, list[tuple[int, int]], list[str]]
 
 
 def projector_version() -> int:
@@ -121,17 +131,29 @@ class VectorsProjector:
         self.model = load_model()
         self.version = MODEL_VERSION if self.model is not None else 0
         self.bulk = False
-        self.pending_artifacts: list[tuple[int, str, str, str, list[tuple[int, int]], list[str]]] = []
+        self.pending_artifacts: list[_Revision] = []
         self.pending_rows = 0
         self.pending_claims: list[tuple[int, str, str]] = []
         self.deferring = False
+        self.replayed_rows: int | None = None  # counted while a replay runs, else None
+        self.worker: EmbeddingWorker | None = None
+        self.in_flight: deque[tuple[str, list[Any], list[Any]]] = deque()
+        self.worker_batches = 0  # batches whose rows the worker computed (for tests and benches)
 
     def begin_bulk(self, conn: Any) -> None:
         self.bulk = True
+        self.replayed_rows = 0
+
+    def finish_bulk(self, conn: Any) -> None:
+        """The replay went through: embed what is left and store what the worker still owes."""
+        self._flush(conn)
+        self._collect(conn, until_empty=True)
 
     def end_bulk(self, conn: Any) -> None:
-        self._flush(conn)
+        self._stop_worker()
+        self.in_flight.clear()
         self.bulk = False
+        self.replayed_rows = None
 
     @contextmanager
     def deferred(self, conn: Any) -> Iterator[None]:
@@ -178,6 +200,7 @@ class VectorsProjector:
             self._claim_revision(conn, event.payload.revision_id)
         elif event.type == "artifact.purged":
             self._flush(conn)
+            self._collect(conn, until_empty=True)  # the artifact's rows are stored before they go
             self._erase(conn, event.payload.artifact_id)
 
     def _artifact_revision(self, conn: Any, revision_id: str) -> None:
@@ -202,24 +225,81 @@ class VectorsProjector:
     def _flush(self, conn: Any) -> None:
         if self.model is None:
             return
-        np = self.model.np
         if self.pending_artifacts:
             revisions, self.pending_artifacts, self.pending_rows = self.pending_artifacts, [], 0
-            blobs = iter(quantize(np, self.model.embed_documents([(r[3], r[5]) for r in revisions])))
-            rows = []
-            for doc_id, revision_id, artifact_id, _, spans, _ in revisions:
-                first = doc_id << CHUNK_ID_BITS
-                rows.append((first, doc_id, revision_id, artifact_id, None, None, next(blobs)))
-                rows += [(first + ordinal, doc_id, revision_id, artifact_id, start, end, next(blobs))
-                         for ordinal, (start, end) in enumerate(spans, start=1)]
-            conn.executemany(
-                "INSERT INTO artifact_vectors (vec_id, doc_id, revision_id, artifact_id, start_byte, "
-                "end_byte, vector) VALUES (?,?,?,?,?,?,?)", rows)
+            self._embed(conn, "d", revisions, [[r[3], r[5]] for r in revisions])
         if self.pending_claims:
             claims, self.pending_claims = self.pending_claims, []
-            blobs = quantize(np, self.model.embed([row[-1] for row in claims]))
+            self._embed(conn, "t", claims, [row[-1] for row in claims])
+        self._collect(conn, until_empty=False)
+
+    def _embed(self, conn: Any, kind: str, batch: list[Any], items: list[Any]) -> None:
+        """Embed a batch here, or hand it to the worker when a replay has run long enough."""
+        worker = self._worker(len(items) if kind == "t" else sum(1 + len(item[1]) for item in items))
+        if worker is not None:
+            try:
+                worker.submit([kind, items])
+                self.in_flight.append((kind, batch, items))
+                return
+            except WorkerFailed:
+                self._worker_failed(conn)
+        self._store(conn, kind, batch, embed_request(self.model, [kind, items]))
+
+    def _worker(self, rows: int) -> EmbeddingWorker | None:
+        if self.replayed_rows is None:
+            return None
+        self.replayed_rows += rows
+        if self.worker is None and self.replayed_rows > WORKER_AFTER_ROWS:
+            try:
+                self.worker = EmbeddingWorker(self.model)
+            except WorkerFailed:
+                self.replayed_rows = None  # embed here for the rest of this replay
+        return self.worker
+
+    def _collect(self, conn: Any, *, until_empty: bool) -> None:
+        """Store the worker's replies that are ready (all of them with ``until_empty``; the
+        oldest also when too many batches are out)."""
+        while self.in_flight and self.worker is not None:
+            block = until_empty or len(self.in_flight) > MAX_IN_FLIGHT
+            try:
+                reply = self.worker.take(block)
+            except WorkerFailed:
+                self._worker_failed(conn)
+                return
+            if reply is None:
+                return
+            kind, batch, _ = self.in_flight.popleft()
+            self._store(conn, kind, batch, reply)
+            self.worker_batches += 1
+
+    def _worker_failed(self, conn: Any) -> None:
+        """Embed here what the worker still owed, and for the rest of this replay."""
+        self._stop_worker()
+        self.replayed_rows = None
+        while self.in_flight:
+            kind, batch, items = self.in_flight.popleft()
+            self._store(conn, kind, batch, embed_request(self.model, [kind, items]))
+
+    def _stop_worker(self) -> None:
+        if self.worker is not None:
+            worker, self.worker = self.worker, None
+            worker.close()
+
+    def _store(self, conn: Any, kind: str, batch: list[Any], block: bytes) -> None:
+        blobs = iter(split_rows(block))
+        if kind == "t":
             conn.executemany("INSERT INTO claim_vectors (doc_id, revision_id, vector) VALUES (?,?,?)",
-                             [(doc_id, rev, blob) for (doc_id, rev, _), blob in zip(claims, blobs)])
+                             [(doc_id, rev, next(blobs)) for doc_id, rev, _ in batch])
+            return
+        rows = []
+        for doc_id, revision_id, artifact_id, _, spans, _ in batch:
+            first = doc_id << CHUNK_ID_BITS
+            rows.append((first, doc_id, revision_id, artifact_id, None, None, next(blobs)))
+            rows += [(first + ordinal, doc_id, revision_id, artifact_id, start, end, next(blobs))
+                     for ordinal, (start, end) in enumerate(spans, start=1)]
+        conn.executemany(
+            "INSERT INTO artifact_vectors (vec_id, doc_id, revision_id, artifact_id, start_byte, "
+            "end_byte, vector) VALUES (?,?,?,?,?,?,?)", rows)
 
     def _erase(self, conn: Any, artifact_id: str) -> None:
         """Purge: the artifact's passage vectors go (title vectors stay, as titles stay in the log)."""
