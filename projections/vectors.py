@@ -46,7 +46,11 @@ MAX_IN_FLIGHT = 32
 # 2: a passage is its own tokens plus its title's (was: the text "title\npassage" tokenized).
 MODEL_VERSION = 2
 
-SCHEMA = """
+# What a purge finds an artifact's rows by. A replay builds it once at its end (or at its first
+# purge) instead of row by row: random artifact ids make every row an insert at a random place.
+BY_ARTIFACT = "CREATE INDEX IF NOT EXISTS artifact_vectors_by_artifact ON artifact_vectors(artifact_id)"
+
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS artifact_vectors (
     vec_id INTEGER PRIMARY KEY,
     doc_id INTEGER NOT NULL,
@@ -56,7 +60,7 @@ CREATE TABLE IF NOT EXISTS artifact_vectors (
     end_byte INTEGER,
     vector BLOB NOT NULL
 ) STRICT;
-CREATE INDEX IF NOT EXISTS artifact_vectors_by_artifact ON artifact_vectors(artifact_id);
+{BY_ARTIFACT};
 CREATE TABLE IF NOT EXISTS claim_vectors (
     doc_id INTEGER PRIMARY KEY,
     revision_id TEXT NOT NULL,
@@ -143,11 +147,14 @@ class VectorsProjector:
     def begin_bulk(self, conn: Any) -> None:
         self.bulk = True
         self.replayed_rows = 0
+        conn.execute("DROP INDEX IF EXISTS artifact_vectors_by_artifact")
 
     def finish_bulk(self, conn: Any) -> None:
-        """The replay went through: embed what is left and store what the worker still owes."""
+        """The replay went through: embed what is left, store what the worker still owes, and
+        index the rows by artifact."""
         self._flush(conn)
         self._collect(conn, until_empty=True)
+        conn.execute(BY_ARTIFACT)
 
     def end_bulk(self, conn: Any) -> None:
         self._stop_worker()
@@ -201,6 +208,7 @@ class VectorsProjector:
         elif event.type == "artifact.purged":
             self._flush(conn)
             self._collect(conn, until_empty=True)  # the artifact's rows are stored before they go
+            conn.execute(BY_ARTIFACT)  # a replay's first purge builds it; a no-op after
             self._erase(conn, event.payload.artifact_id)
 
     def _artifact_revision(self, conn: Any, revision_id: str) -> None:
