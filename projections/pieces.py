@@ -91,18 +91,25 @@ class PieceTokenizer:
     def _pieced(self, text: str) -> bytes:
         if not text:  # the normalizer prepends nothing to an empty text
             return b""
-        pieces = _PIECE.findall(SPACE + text.replace(" ", SPACE))
-        found = list(map(self.cache.get, pieces))
+        if SPACE in text or "  " in text or text[0] == " ":
+            keys = _PIECE.findall(SPACE + text.replace(" ", SPACE))  # each key is its piece
+        else:
+            # Every run of the marker is one long: the pieces are the marker and each word.
+            keys = text.split(" ")
+        found = list(map(self.cache.get, keys))
         if None in found:
             for i, ids in enumerate(found):
                 if ids is None:
-                    found[i] = self._piece(pieces[i])
+                    found[i] = self._piece(keys[i])
         return b"".join(found)  # type: ignore[arg-type]
 
-    def _piece(self, piece: str) -> bytes:
+    def _piece(self, key: str) -> bytes:
+        """The ids of a piece, cached under ``key``: the piece itself, or the word it starts
+        with the marker (a word never holds the marker, so the two kinds of key never meet)."""
+        piece = key if key.startswith(SPACE) else SPACE + key
         ids = array("i", [token.id for token in self.bpe.tokenize(piece)]).tobytes()
-        if len(piece) <= MAX_CACHED_PIECE_CHARS:
+        if len(key) <= MAX_CACHED_PIECE_CHARS:
             if len(self.cache) >= CACHE_PIECES:
                 self.cache.clear()
-            self.cache[piece] = ids
+            self.cache[key] = ids
         return ids

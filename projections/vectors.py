@@ -16,6 +16,13 @@ purged body is never embedded on replay), and runs inside the mutation's transac
 or after the write's ``commit_seq`` finds its vectors. Where the model is not installed the
 projector writes nothing and carries version 0; installing the model makes that version stale,
 so the store rebuilds the projection from the log on its next open.
+
+A replay (reindex, verify, a rebuild on open) embeds in batches of ``BULK_BATCH`` rows; once it
+has ``WORKER_AFTER_ROWS`` behind it, the batches go to a child process
+(``projections.embed_worker``) while the replay goes on, and their rows are stored as the replies
+come back (all of them before a purge erases, and before the replay commits). Rows are keyed by
+the log, not by when they are stored, so the tables hold the same rows either way; the index by
+artifact is built once at the replay's end.
 """
 
 from __future__ import annotations
