@@ -20,6 +20,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+from bisect import bisect_left
+from itertools import accumulate
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,9 @@ class Model:
         np = self.np
         texts = [text for title, passages in documents for text in (title, *passages)]
         sums = self._token_sums(texts)
+        if len(documents) == 1:  # one write's document: every row after the first is a passage
+            sums[1:] += sums[0]
+            return self._normalized(sums)
         titles, position = [], 0
         for _, passages in documents:
             titles += [position] * (1 + len(passages))
@@ -111,15 +116,15 @@ class Model:
         ids = np.frombuffer(b"".join(packed), dtype=np.int32)
         if not self.ids_in_table:
             ids = np.clip(ids, 0, self.table.shape[0] - 1)
-        ends = np.cumsum([len(text_ids) // ID_BYTES for text_ids in packed])
+        ends = list(accumulate(len(text_ids) // ID_BYTES for text_ids in packed))
         start = block_start = block_end = 0
         block = None
-        for i, end in enumerate(ends.tolist()):
+        for i, end in enumerate(ends):
             if end == start:
                 continue
             if end > block_end:
                 block_start = start
-                block_end = int(ends[min(len(ends) - 1, int(np.searchsorted(ends, start + GATHER_TOKENS)))])
+                block_end = ends[min(len(ends) - 1, bisect_left(ends, start + GATHER_TOKENS))]
                 block = self.table[ids[block_start:block_end]]
             sums[i] = np.add.reduce(block[start - block_start:end - block_start], axis=0)
             start = end
@@ -128,6 +133,9 @@ class Model:
     def _normalized(self, block: Any) -> Any:
         np = self.np
         norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+        if norms.all():
+            block /= norms[:, None]
+            return block
         good = norms > 0
         block[good] /= norms[good, None]
         block[~good] = 0.0
