@@ -12,9 +12,9 @@ The worker is a speed-up, never a dependency: when the child cannot start, dies,
 anything unexpected, ``take`` raises ``WorkerFailed`` and the caller embeds what is outstanding
 itself. The child exits when its input closes (also when this process is killed).
 
-Frames on the pipes are a 4-byte little-endian length and a body: a request is msgpack
-``[kind, items]`` (``"d"``: ``[title, [passages]]`` documents, ``"t"``: texts), a reply the
-rows' int8 bytes, row after row.
+Frames on the pipes are a 4-byte little-endian length and a msgpack body: a request is
+``[kind, items]`` (``"a"``: ``[title, body]`` artifact revisions, ``"t"``: texts), a reply
+``[spans, rows]`` (``embed_request``: each revision's passage spans, and the int8 rows' bytes).
 """
 
 from __future__ import annotations
@@ -31,28 +31,37 @@ from typing import Any
 __all__ = ["EmbeddingWorker", "WorkerFailed", "embed_request", "serve"]
 
 HEADER = struct.Struct("<I")
-PROBE: list[Any] = ["d", [["Probe title: a fixed text", ["The probe's first passage, with ▁ and é.",
-                                                        "A second passage\nwith two lines."]]]]
+PROBE: list[Any] = ["a", [["Probe title: a fixed text", "The probe's first passage, with ▁ and é.\n"
+                                                       "A second passage\nwith two lines.  Spaced."]]]
 STOP_SECONDS = 5.0
 CHILD = "import sys; from memoree.projections.embed_worker import serve; sys.exit(serve(sys.argv[1], sys.argv[2]))"
+
+
+def _as_tuples(reply: tuple[Any, bytes]) -> tuple[Any, bytes]:
+    """A reply with its spans as tuples (msgpack gives lists back), to compare with one made here."""
+    spans, block = reply
+    return (None if spans is None else [[tuple(span) for span in doc] for doc in spans]), block
 
 
 class WorkerFailed(RuntimeError):
     """The child process cannot be used (any more): embed the outstanding batches here."""
 
 
-def embed_request(model: Any, request: list[Any]) -> bytes:
-    """The int8 row bytes for one request (what both the child and this process compute)."""
+def embed_request(model: Any, request: list[Any]) -> tuple[list[Any] | None, bytes]:
+    """One request's answer, what both the child and this process compute: for artifact
+    revisions (``"a"``: ``[title, body]`` each) the passage spans of each and the int8 rows
+    (title, then passages, revision after revision); for texts (``"t"``) ``None`` and a row each."""
     from .embedding import quantize_block
+    from .windows import document_passages
 
     kind, items = request
-    if kind == "d":
-        vectors = model.embed_documents([(title, list(passages)) for title, passages in items])
-    elif kind == "t":
-        vectors = model.embed(list(items))
-    else:
-        raise ValueError(f"unknown request kind {kind!r}")
-    return quantize_block(model.np, vectors)
+    if kind == "a":
+        documents = [(title, document_passages(body)) for title, body in items]
+        vectors = model.embed_documents([(title, passages) for title, (_, passages) in documents])
+        return [spans for _, (spans, _) in documents], quantize_block(model.np, vectors)
+    if kind == "t":
+        return None, quantize_block(model.np, model.embed(list(items)))
+    raise ValueError(f"unknown request kind {kind!r}")
 
 
 class EmbeddingWorker:
@@ -62,8 +71,9 @@ class EmbeddingWorker:
         import msgspec
 
         self.encoder = msgspec.msgpack.Encoder()
+        self.decoder = msgspec.msgpack.Decoder()
         self.expected_probe = embed_request(model, PROBE)
-        self.replies: queue.SimpleQueue[bytes | BaseException] = queue.SimpleQueue()
+        self.replies: queue.SimpleQueue[tuple[Any, bytes] | BaseException] = queue.SimpleQueue()
         self.requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.outstanding = 0
         self.failure: str | None = None
@@ -88,7 +98,7 @@ class EmbeddingWorker:
         self._send(request)
         self.outstanding += 1
 
-    def take(self, block: bool) -> bytes | None:
+    def take(self, block: bool) -> tuple[list[Any] | None, bytes] | None:
         """The oldest outstanding reply, or ``None`` when none is ready and ``block`` is false."""
         if self.failure is not None:
             raise WorkerFailed(self.failure)
@@ -96,7 +106,7 @@ class EmbeddingWorker:
             probe = self._next(block)
             if probe is None:
                 return None
-            if probe != self.expected_probe:
+            if _as_tuples(probe) != _as_tuples(self.expected_probe):
                 self._fail("the embedding worker's probe differs from this process's")
             self.probed = True
         reply = self._next(block)
@@ -120,7 +130,7 @@ class EmbeddingWorker:
         body = self.encoder.encode(request)
         self.requests.put(HEADER.pack(len(body)) + body)
 
-    def _next(self, block: bool) -> bytes | None:
+    def _next(self, block: bool) -> tuple[list[Any] | None, bytes] | None:
         try:
             reply = self.replies.get(block=block)
         except queue.Empty:
@@ -161,7 +171,8 @@ class EmbeddingWorker:
                 body = stdout.read(length)
                 if len(body) < length:
                     raise EOFError("the embedding worker's reply was cut short")
-                self.replies.put(body)
+                spans, block = self.decoder.decode(body)
+                self.replies.put((spans, block))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, who embeds itself
             self.replies.put(exc)
 
@@ -176,14 +187,14 @@ def serve(folder: str, revision: str) -> int:
     output = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     model = Model(Path(folder), revision)
-    decoder = msgspec.msgpack.Decoder()
+    decoder, encoder = msgspec.msgpack.Decoder(), msgspec.msgpack.Encoder()
     source = sys.stdin.buffer
     while True:
         header = source.read(HEADER.size)
         if len(header) < HEADER.size:
             return 0
         (length,) = HEADER.unpack(header)
-        reply = embed_request(model, decoder.decode(source.read(length)))
+        reply = encoder.encode(embed_request(model, decoder.decode(source.read(length))))
         output.write(HEADER.pack(len(reply)) + reply)
         output.flush()
 

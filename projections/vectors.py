@@ -37,13 +37,10 @@ from memoree.eventlog.store import RecordedEvent
 from .embed_worker import EmbeddingWorker, WorkerFailed, embed_request
 from .embedding import load_model, split_rows
 from .fts import CHUNK_ID_BITS, last_doc_ids
+from .windows import PASSAGE_BYTES, passage_spans
 
 __all__ = ["PASSAGE_BYTES", "VectorsProjector", "passage_spans", "projector_version"]
 
-PASSAGE_BYTES = 512
-# A revision's passages past this many are not embedded: they bound one write's work (the first
-# 256 KiB of text are covered; lexical search still covers all of it).
-MAX_PASSAGES = 512
 BULK_BATCH = 512
 # A replay embeds in a child process (``projections.embed_worker``) once it has this many rows
 # behind it (a small log is done before a child would have started), with at most this many
@@ -80,56 +77,12 @@ CREATE TABLE IF NOT EXISTS vector_state (
 """
 
 
-_Revision = tuple[int, str, str, str, list[tuple[int, int]], list[str]]
+_Revision = tuple[int, str, str, str, str]  # doc_id, revision_id, artifact_id, title, body
 
 
 def projector_version() -> int:
     """``MODEL_VERSION`` where the model is loaded here, else 0 (an empty projection)."""
     return MODEL_VERSION if load_model() is not None else 0
-
-
-def _char_start(data: bytes, index: int) -> int:
-    """The nearest index at or before ``index`` that starts a UTF-8 character."""
-    while 0 < index < len(data) and (data[index] & 0xC0) == 0x80:
-        index -= 1
-    return index
-
-
-def _split_long(data: bytes, start: int, end: int, limit: int) -> list[tuple[int, int]]:
-    spans = []
-    while end - start > limit:
-        cut = data.rfind(b" ", start + 1, start + limit)
-        cut = cut + 1 if cut > start else _char_start(data, start + limit)
-        if cut <= start:  # a character wider than the limit cannot happen for limit >= 4
-            cut = start + limit
-        spans.append((start, cut))
-        start = cut
-    spans.append((start, end))
-    return spans
-
-
-def passage_spans(data: bytes, limit: int = PASSAGE_BYTES) -> list[tuple[int, int]]:
-    """Windows of whole lines (a longer line split at spaces), each at most ``limit`` bytes,
-    that together cover the non-blank text; spans are exact byte offsets into ``data``."""
-    spans: list[tuple[int, int]] = []
-    current: tuple[int, int] | None = None
-    position = 0
-    for line in data.splitlines(keepends=True):
-        start, end = position, position + len(line)
-        position = end
-        if not line.strip():
-            continue
-        if current is not None and end - current[0] <= limit:
-            current = (current[0], end)
-            continue
-        if current is not None:
-            spans.append(current)
-        pieces = _split_long(data, start, end, limit)
-        spans.extend(pieces[:-1])
-        current = pieces[-1]
-    if current is not None:
-        spans.append(current)
-    return spans
 
 
 class VectorsProjector:
@@ -222,11 +175,8 @@ class VectorsProjector:
         doc_id, artifact_id, title, body = conn.execute(
             "SELECT doc_id, artifact_id, title, body FROM artifact_search_text WHERE revision_id = ?",
             (revision_id,)).fetchone()
-        data = body.encode("utf-8")
-        spans = passage_spans(data)[:MAX_PASSAGES]
-        passages = [data[start:end].decode("utf-8") for start, end in spans]
-        self.pending_artifacts.append((doc_id, revision_id, artifact_id, title, spans, passages))
-        self.pending_rows += 1 + len(spans)
+        self.pending_artifacts.append((doc_id, revision_id, artifact_id, title, body))
+        self.pending_rows += 2 + len(body) // PASSAGE_BYTES  # about its rows: a title and the passages
         if not self.bulk or self.pending_rows >= BULK_BATCH:
             self._flush(conn)
 
@@ -242,7 +192,7 @@ class VectorsProjector:
             return
         if self.pending_artifacts:
             revisions, self.pending_artifacts, self.pending_rows = self.pending_artifacts, [], 0
-            self._embed(conn, "d", revisions, [[r[3], r[5]] for r in revisions])
+            self._embed(conn, "a", revisions, [[r[3], r[4]] for r in revisions])
         if self.pending_claims:
             claims, self.pending_claims = self.pending_claims, []
             self._embed(conn, "t", claims, [row[-1] for row in claims])
@@ -250,7 +200,7 @@ class VectorsProjector:
 
     def _embed(self, conn: Any, kind: str, batch: list[Any], items: list[Any]) -> None:
         """Embed a batch here, or hand it to the worker when a replay has run long enough."""
-        worker = self._worker(len(items) if kind == "t" else sum(1 + len(item[1]) for item in items))
+        worker = self._worker(len(items) if kind == "t" else sum(2 + len(item[1]) // PASSAGE_BYTES for item in items))
         if worker is not None:
             try:
                 worker.submit([kind, items])
@@ -300,14 +250,16 @@ class VectorsProjector:
             worker, self.worker = self.worker, None
             worker.close()
 
-    def _store(self, conn: Any, kind: str, batch: list[Any], block: bytes) -> None:
+    def _store(self, conn: Any, kind: str, batch: list[Any], reply: tuple[Any, bytes]) -> None:
+        """Insert a batch's rows: ``reply`` is (each revision's spans, or None for claims; the rows' bytes)."""
+        all_spans, block = reply
         blobs = iter(split_rows(block))
         if kind == "t":
             conn.executemany("INSERT INTO claim_vectors (doc_id, revision_id, vector) VALUES (?,?,?)",
                              [(doc_id, rev, next(blobs)) for doc_id, rev, _ in batch])
             return
         rows = []
-        for doc_id, revision_id, artifact_id, _, spans, _ in batch:
+        for (doc_id, revision_id, artifact_id, _, _), spans in zip(batch, all_spans):
             first = doc_id << CHUNK_ID_BITS
             rows.append((first, doc_id, revision_id, artifact_id, None, None, next(blobs)))
             rows += [(first + ordinal, doc_id, revision_id, artifact_id, start, end, next(blobs))
