@@ -67,3 +67,19 @@ class TestSemanticBenchSmoke:
         assert ["reindex, best wall", "reindex, least CPU (incl. the worker)"] == [row.name for row in rows]
         assert all(row.ours > 0 and row.baseline > 0 for row in rows)
         assert embedding.load_model() is not None
+
+    def test_semantic_put_rates_compare_a_store_without_the_channel(self, tmp_path: Path) -> None:
+        """The put-rate row's 'without' store really embeds nothing, and the 'with' store does."""
+        from memoree.eventlog.db import DB_FILENAME, connect
+        from tools.bench import semantic
+
+        semantic.put_rates(tmp_path, 4)
+
+        def vectors(side: bool) -> int:
+            conn = connect(tmp_path / f"puts-{side}" / DB_FILENAME, readonly=True)
+            try:
+                return conn.execute("SELECT count(*) FROM artifact_vectors").fetchone()[0]
+            finally:
+                conn.close()
+
+        assert vectors(False) == 0 and vectors(True) >= 4

@@ -100,6 +100,7 @@ def reindex_store(folder: Path, rounds: int, say: Callable[[str], None] | None =
     say = say or progress
     model_switch(True)
     service = Service(folder)
+    service.engine  # noqa: B018 - opened with the model on, as a store that has it
     runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     try:
         for on in (False, True) * rounds:
@@ -142,6 +143,9 @@ def put_rates(folder: Path, puts: int) -> dict[bool, float]:
     for on in (False, True):
         model_switch(on)
         services[on] = Service(folder / f"puts-{on}")
+        # A service opens its engine (and its projectors, with or without the model) on first
+        # use: open it now, while the switch holds (else both stores embed).
+        services[on].engine  # noqa: B018
     model_switch(True)
     items = put_texts(puts)
     spent = {False: 0.0, True: 0.0}
