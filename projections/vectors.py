@@ -200,7 +200,8 @@ class VectorsProjector:
 
     def _embed(self, conn: Any, kind: str, batch: list[Any], items: list[Any]) -> None:
         """Embed a batch here, or hand it to the worker when a replay has run long enough."""
-        worker = self._worker(len(items) if kind == "t" else sum(2 + len(item[1]) // PASSAGE_BYTES for item in items))
+        rows = len(items) if kind == "t" else sum(2 + len(body) // PASSAGE_BYTES for _, body in items)
+        worker = self._worker(rows)
         if worker is not None:
             try:
                 worker.submit([kind, items])

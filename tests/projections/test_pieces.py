@@ -57,7 +57,8 @@ class TestSameIds:
         assert reference_ids(reference, AWKWARD) == pieced.encode(AWKWARD)
         assert reference_ids(reference, AWKWARD) == pieced.encode(AWKWARD)  # now from the cache
 
-    def test_a_texts_ids_do_not_depend_on_what_was_cached_before(self, tokenizers: tuple[Any, PieceTokenizer]) -> None:
+    def test_a_texts_ids_do_not_depend_on_what_was_cached_before(
+            self, tokenizers: tuple[Any, PieceTokenizer]) -> None:
         """The same passages, tokenized alone in a fresh cache and in a batch after others, agree."""
         from tokenizers import Tokenizer
 
@@ -71,9 +72,10 @@ class TestSameIds:
         assert pieced.encode(texts) == reference_ids(reference, texts)
 
     @settings(max_examples=300, deadline=None)
-    @given(st.lists(st.text(alphabet=st.sampled_from(list("ab é\u2581 \n\t<s/>🦘日")) | st.characters(), max_size=60),
-                    max_size=4))
-    def test_any_text_gives_the_reference_ids(self, tokenizers: tuple[Any, PieceTokenizer], texts: list[str]) -> None:
+    @given(st.lists(st.text(alphabet=st.sampled_from(list("ab é\u2581 \n\t<s/>🦘日")) | st.characters(),
+                            max_size=60), max_size=4))
+    def test_any_text_gives_the_reference_ids(self, tokenizers: tuple[Any, PieceTokenizer],
+                                              texts: list[str]) -> None:
         """Generated texts (any characters, spaces and ▁ dense) tokenize to the reference ids."""
         texts = [text for text in texts if not any(0xD800 <= ord(c) <= 0xDFFF for c in text)]
         reference, pieced = tokenizers
