@@ -192,7 +192,15 @@ def _drop_live_tables(live: Any, projector: Projector) -> None:
 
 def _copy_table(live: Any, table: str) -> None:
     if not _is_virtual(live, "scratch", table):
+        # The fresh table's own indexes are built after the copy, each in one sorted pass,
+        # instead of one random insert per row (a table's rows arrive in rowid order).
+        indexes = live.execute("SELECT name, sql FROM main.sqlite_master WHERE type = 'index' "
+                               "AND tbl_name = ? AND sql IS NOT NULL", (table,)).fetchall()
+        for name, _ in indexes:
+            live.execute(f"DROP INDEX main.{name}")
         live.execute(f"INSERT INTO main.{table} SELECT * FROM scratch.{table}")
+        for _, sql in indexes:
+            live.execute(sql)
         return
     # An FTS5 index is its shadow tables; the live virtual table was just created empty over them.
     for suffix in FTS5_SHADOWS:

@@ -16,30 +16,45 @@ purged body is never embedded on replay), and runs inside the mutation's transac
 or after the write's ``commit_seq`` finds its vectors. Where the model is not installed the
 projector writes nothing and carries version 0; installing the model makes that version stale,
 so the store rebuilds the projection from the log on its next open.
+
+A replay (reindex, verify, a rebuild on open) embeds in batches of ``BULK_BATCH`` rows; once it
+has ``WORKER_AFTER_ROWS`` behind it, the batches go to a child process
+(``projections.embed_worker``) while the replay goes on, and their rows are stored as the replies
+come back (all of them before a purge erases, and before the replay commits). Rows are keyed by
+the log, not by when they are stored, so the tables hold the same rows either way; the index by
+artifact is built once at the replay's end.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from memoree.eventlog.store import RecordedEvent
 
-from .embedding import load_model, quantize
+from .embed_worker import EmbeddingWorker, WorkerFailed, embed_request
+from .embedding import load_model, split_rows
 from .fts import CHUNK_ID_BITS, last_doc_ids
+from .windows import PASSAGE_BYTES, passage_spans
 
 __all__ = ["PASSAGE_BYTES", "VectorsProjector", "passage_spans", "projector_version"]
 
-PASSAGE_BYTES = 512
-# A revision's passages past this many are not embedded: they bound one write's work (the first
-# 256 KiB of text are covered; lexical search still covers all of it).
-MAX_PASSAGES = 512
 BULK_BATCH = 512
+# A replay embeds in a child process (``projections.embed_worker``) once it has this many rows
+# behind it (a small log is done before a child would have started), with at most this many
+# batches handed over and not yet stored.
+WORKER_AFTER_ROWS = 4096
+MAX_IN_FLIGHT = 32
 # 2: a passage is its own tokens plus its title's (was: the text "title\npassage" tokenized).
 MODEL_VERSION = 2
 
-SCHEMA = """
+# What a purge finds an artifact's rows by. A replay builds it once at its end (or at its first
+# purge) instead of row by row: random artifact ids make every row an insert at a random place.
+BY_ARTIFACT = "CREATE INDEX IF NOT EXISTS artifact_vectors_by_artifact ON artifact_vectors(artifact_id)"
+
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS artifact_vectors (
     vec_id INTEGER PRIMARY KEY,
     doc_id INTEGER NOT NULL,
@@ -49,7 +64,7 @@ CREATE TABLE IF NOT EXISTS artifact_vectors (
     end_byte INTEGER,
     vector BLOB NOT NULL
 ) STRICT;
-CREATE INDEX IF NOT EXISTS artifact_vectors_by_artifact ON artifact_vectors(artifact_id);
+{BY_ARTIFACT};
 CREATE TABLE IF NOT EXISTS claim_vectors (
     doc_id INTEGER PRIMARY KEY,
     revision_id TEXT NOT NULL,
@@ -62,53 +77,12 @@ CREATE TABLE IF NOT EXISTS vector_state (
 """
 
 
+_Revision = tuple[int, str, str, str, str]  # doc_id, revision_id, artifact_id, title, body
+
+
 def projector_version() -> int:
     """``MODEL_VERSION`` where the model is loaded here, else 0 (an empty projection)."""
     return MODEL_VERSION if load_model() is not None else 0
-
-
-def _char_start(data: bytes, index: int) -> int:
-    """The nearest index at or before ``index`` that starts a UTF-8 character."""
-    while 0 < index < len(data) and (data[index] & 0xC0) == 0x80:
-        index -= 1
-    return index
-
-
-def _split_long(data: bytes, start: int, end: int, limit: int) -> list[tuple[int, int]]:
-    spans = []
-    while end - start > limit:
-        cut = data.rfind(b" ", start + 1, start + limit)
-        cut = cut + 1 if cut > start else _char_start(data, start + limit)
-        if cut <= start:  # a character wider than the limit cannot happen for limit >= 4
-            cut = start + limit
-        spans.append((start, cut))
-        start = cut
-    spans.append((start, end))
-    return spans
-
-
-def passage_spans(data: bytes, limit: int = PASSAGE_BYTES) -> list[tuple[int, int]]:
-    """Windows of whole lines (a longer line split at spaces), each at most ``limit`` bytes,
-    that together cover the non-blank text; spans are exact byte offsets into ``data``."""
-    spans: list[tuple[int, int]] = []
-    current: tuple[int, int] | None = None
-    position = 0
-    for line in data.splitlines(keepends=True):
-        start, end = position, position + len(line)
-        position = end
-        if not line.strip():
-            continue
-        if current is not None and end - current[0] <= limit:
-            current = (current[0], end)
-            continue
-        if current is not None:
-            spans.append(current)
-        pieces = _split_long(data, start, end, limit)
-        spans.extend(pieces[:-1])
-        current = pieces[-1]
-    if current is not None:
-        spans.append(current)
-    return spans
 
 
 class VectorsProjector:
@@ -121,17 +95,32 @@ class VectorsProjector:
         self.model = load_model()
         self.version = MODEL_VERSION if self.model is not None else 0
         self.bulk = False
-        self.pending_artifacts: list[tuple[int, str, str, str, list[tuple[int, int]], list[str]]] = []
+        self.pending_artifacts: list[_Revision] = []
         self.pending_rows = 0
         self.pending_claims: list[tuple[int, str, str]] = []
         self.deferring = False
+        self.replayed_rows: int | None = None  # counted while a replay runs, else None
+        self.worker: EmbeddingWorker | None = None
+        self.in_flight: deque[tuple[str, list[Any], list[Any]]] = deque()
+        self.worker_batches = 0  # batches whose rows the worker computed (for tests and benches)
 
     def begin_bulk(self, conn: Any) -> None:
         self.bulk = True
+        self.replayed_rows = 0
+        conn.execute("DROP INDEX IF EXISTS artifact_vectors_by_artifact")
+
+    def finish_bulk(self, conn: Any) -> None:
+        """The replay went through: embed what is left, store what the worker still owes, and
+        index the rows by artifact."""
+        self._flush(conn)
+        self._collect(conn, until_empty=True)
+        conn.execute(BY_ARTIFACT)
 
     def end_bulk(self, conn: Any) -> None:
-        self._flush(conn)
+        self._stop_worker()
+        self.in_flight.clear()
         self.bulk = False
+        self.replayed_rows = None
 
     @contextmanager
     def deferred(self, conn: Any) -> Iterator[None]:
@@ -178,17 +167,16 @@ class VectorsProjector:
             self._claim_revision(conn, event.payload.revision_id)
         elif event.type == "artifact.purged":
             self._flush(conn)
+            self._collect(conn, until_empty=True)  # the artifact's rows are stored before they go
+            conn.execute(BY_ARTIFACT)  # a replay's first purge builds it; a no-op after
             self._erase(conn, event.payload.artifact_id)
 
     def _artifact_revision(self, conn: Any, revision_id: str) -> None:
         doc_id, artifact_id, title, body = conn.execute(
             "SELECT doc_id, artifact_id, title, body FROM artifact_search_text WHERE revision_id = ?",
             (revision_id,)).fetchone()
-        data = body.encode("utf-8")
-        spans = passage_spans(data)[:MAX_PASSAGES]
-        passages = [data[start:end].decode("utf-8") for start, end in spans]
-        self.pending_artifacts.append((doc_id, revision_id, artifact_id, title, spans, passages))
-        self.pending_rows += 1 + len(spans)
+        self.pending_artifacts.append((doc_id, revision_id, artifact_id, title, body))
+        self.pending_rows += 2 + len(body) // PASSAGE_BYTES  # about its rows: a title and the passages
         if not self.bulk or self.pending_rows >= BULK_BATCH:
             self._flush(conn)
 
@@ -202,24 +190,84 @@ class VectorsProjector:
     def _flush(self, conn: Any) -> None:
         if self.model is None:
             return
-        np = self.model.np
         if self.pending_artifacts:
             revisions, self.pending_artifacts, self.pending_rows = self.pending_artifacts, [], 0
-            blobs = iter(quantize(np, self.model.embed_documents([(r[3], r[5]) for r in revisions])))
-            rows = []
-            for doc_id, revision_id, artifact_id, _, spans, _ in revisions:
-                first = doc_id << CHUNK_ID_BITS
-                rows.append((first, doc_id, revision_id, artifact_id, None, None, next(blobs)))
-                rows += [(first + ordinal, doc_id, revision_id, artifact_id, start, end, next(blobs))
-                         for ordinal, (start, end) in enumerate(spans, start=1)]
-            conn.executemany(
-                "INSERT INTO artifact_vectors (vec_id, doc_id, revision_id, artifact_id, start_byte, "
-                "end_byte, vector) VALUES (?,?,?,?,?,?,?)", rows)
+            self._embed(conn, "a", revisions, [[r[3], r[4]] for r in revisions])
         if self.pending_claims:
             claims, self.pending_claims = self.pending_claims, []
-            blobs = quantize(np, self.model.embed([row[-1] for row in claims]))
+            self._embed(conn, "t", claims, [row[-1] for row in claims])
+        self._collect(conn, until_empty=False)
+
+    def _embed(self, conn: Any, kind: str, batch: list[Any], items: list[Any]) -> None:
+        """Embed a batch here, or hand it to the worker when a replay has run long enough."""
+        rows = len(items) if kind == "t" else sum(2 + len(body) // PASSAGE_BYTES for _, body in items)
+        worker = self._worker(rows)
+        if worker is not None:
+            try:
+                worker.submit([kind, items])
+                self.in_flight.append((kind, batch, items))
+                return
+            except WorkerFailed:
+                self._worker_failed(conn)
+        self._store(conn, kind, batch, embed_request(self.model, [kind, items]))
+
+    def _worker(self, rows: int) -> EmbeddingWorker | None:
+        if self.replayed_rows is None:
+            return None
+        self.replayed_rows += rows
+        if self.worker is None and self.replayed_rows > WORKER_AFTER_ROWS:
+            try:
+                self.worker = EmbeddingWorker(self.model)
+            except WorkerFailed:
+                self.replayed_rows = None  # embed here for the rest of this replay
+        return self.worker
+
+    def _collect(self, conn: Any, *, until_empty: bool) -> None:
+        """Store the worker's replies that are ready (all of them with ``until_empty``; the
+        oldest also when too many batches are out)."""
+        while self.in_flight and self.worker is not None:
+            block = until_empty or len(self.in_flight) > MAX_IN_FLIGHT
+            try:
+                reply = self.worker.take(block)
+            except WorkerFailed:
+                self._worker_failed(conn)
+                return
+            if reply is None:
+                return
+            kind, batch, _ = self.in_flight.popleft()
+            self._store(conn, kind, batch, reply)
+            self.worker_batches += 1
+
+    def _worker_failed(self, conn: Any) -> None:
+        """Embed here what the worker still owed, and for the rest of this replay."""
+        self._stop_worker()
+        self.replayed_rows = None
+        while self.in_flight:
+            kind, batch, items = self.in_flight.popleft()
+            self._store(conn, kind, batch, embed_request(self.model, [kind, items]))
+
+    def _stop_worker(self) -> None:
+        if self.worker is not None:
+            worker, self.worker = self.worker, None
+            worker.close()
+
+    def _store(self, conn: Any, kind: str, batch: list[Any], reply: tuple[Any, bytes]) -> None:
+        """Insert a batch's rows: ``reply`` is (each revision's spans, or None for claims; the rows' bytes)."""
+        all_spans, block = reply
+        blobs = iter(split_rows(block))
+        if kind == "t":
             conn.executemany("INSERT INTO claim_vectors (doc_id, revision_id, vector) VALUES (?,?,?)",
-                             [(doc_id, rev, blob) for (doc_id, rev, _), blob in zip(claims, blobs)])
+                             [(doc_id, rev, next(blobs)) for doc_id, rev, _ in batch])
+            return
+        rows = []
+        for (doc_id, revision_id, artifact_id, _, _), spans in zip(batch, all_spans):
+            first = doc_id << CHUNK_ID_BITS
+            rows.append((first, doc_id, revision_id, artifact_id, None, None, next(blobs)))
+            rows += [(first + ordinal, doc_id, revision_id, artifact_id, start, end, next(blobs))
+                     for ordinal, (start, end) in enumerate(spans, start=1)]
+        conn.executemany(
+            "INSERT INTO artifact_vectors (vec_id, doc_id, revision_id, artifact_id, start_byte, "
+            "end_byte, vector) VALUES (?,?,?,?,?,?,?)", rows)
 
     def _erase(self, conn: Any, artifact_id: str) -> None:
         """Purge: the artifact's passage vectors go (title vectors stay, as titles stay in the log)."""

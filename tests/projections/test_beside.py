@@ -98,6 +98,23 @@ class TestBlueGreenReindex:
         check_text_indexes(call.service.engine.conn)
         assert audit.verify(call.service.engine)["ok"]
 
+    def test_the_swapped_tables_keep_every_index_of_their_schema(self, call: Caller) -> None:
+        """Indexes built after the copy (and the vectors' one, built at the replay's end) are the
+        live store's own, with the same definitions, and queries use them."""
+        populate(call)
+        conn = call.service.engine.conn
+
+        def indexes() -> list[tuple[str, str, str]]:
+            return conn.execute("SELECT name, tbl_name, sql FROM main.sqlite_master WHERE type = 'index' "
+                                "AND sql IS NOT NULL ORDER BY name").fetchall()
+
+        before = indexes()
+        assert any(name == "artifact_vectors_by_artifact" for name, _, _ in before)
+        call.service.engine.reindex()
+        assert indexes() == before
+        plan = conn.execute("EXPLAIN QUERY PLAN SELECT vec_id FROM artifact_vectors WHERE artifact_id = 'x'").fetchall()
+        assert "artifact_vectors_by_artifact" in " ".join(str(row[-1]) for row in plan)
+
     def test_another_connections_reads_survive_the_swap(self, call: Caller) -> None:
         """A service that searched (typo channel included) before another connection reindexed
         keeps answering afterwards, and sees writes made after the swap."""

@@ -154,3 +154,66 @@ class TestGroupedEmbedding:
         except RuntimeError:
             pass
         assert not any(rows(engine.conn)[table] for table in ("artifact_vectors", "claim_vectors"))
+
+
+class TestEmbeddingWorker:
+    """A long replay embeds in a child process and stores the bytes one-by-one writes stored."""
+
+    def many_writes(self, call: Caller) -> None:
+        populate(call)
+        for i in range(12):
+            call.put_text(f"Note {i} about the quokka colony.\nIts second line, number {i}.", title=f"note {i}")
+            call.ok("claim.assert", {"claim_type": "fact", "statement": f"The colony counted {i} quokkas",
+                                     "evidence": []}, key=f"claim-{i}")
+        gone = call.put_text("A body a purge erases in the middle of the log.", key="gone")
+        call.ok("artifact.purge", {"artifact_id": gone["artifact_id"], "reason": "erasure"}, key="purge")
+        call.put_text("Written after the purge.", key="after")
+
+    def replay(self, engine: Any, tmp_path: Path, kill_after: int | None = None) -> tuple[Any, Any]:
+        """Replay the log into a scratch build event by event; kill the child after
+        ``kill_after`` batches went to it. Returns the build's rows and its vectors projector."""
+        from memoree.eventlog.sqlite import read_events
+        from memoree.projections import sync_projectors
+        from memoree.projections.base import apply_events, bulk_mode
+        from memoree.projections.beside import ScratchBuild
+
+        with ScratchBuild(tmp_path, sync_projectors(engine.cas)) as build:
+            vectors = next(p for p in build.projectors if p.name == "vectors")
+            build.conn.execute("BEGIN")
+            with bulk_mode(build.conn, build.projectors):
+                for event in read_events(engine.conn):
+                    apply_events(build.conn, build.projectors, [event])
+                    if kill_after is not None and vectors.worker is not None \
+                            and vectors.worker.outstanding + vectors.worker_batches >= kill_after:
+                        vectors.worker.process.kill()
+                        kill_after = None
+            build.conn.execute("COMMIT")
+            return rows(build.conn), vectors
+
+    def test_the_worker_computes_the_same_rows(self, call: Caller, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+        """With the worker from the first batch on, in small batches, a replay stores the live rows."""
+        from memoree.projections import vectors as module
+
+        monkeypatch.setattr(module, "WORKER_AFTER_ROWS", 0)
+        monkeypatch.setattr(module, "BULK_BATCH", 4)
+        self.many_writes(call)
+        replayed, vectors = self.replay(call.service.engine, tmp_path)
+        assert vectors.worker_batches >= 5 and vectors.worker is None
+        assert replayed == rows(call.service.engine.conn)
+        engine = call.service.engine
+        before = rows(engine.conn)
+        engine.reindex()
+        assert before == rows(engine.conn)
+
+    def test_a_worker_that_dies_leaves_the_same_rows(self, call: Caller, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+        """The child killed mid-replay: what it owed and everything after is embedded here."""
+        from memoree.projections import vectors as module
+
+        monkeypatch.setattr(module, "WORKER_AFTER_ROWS", 0)
+        monkeypatch.setattr(module, "BULK_BATCH", 4)
+        self.many_writes(call)
+        replayed, vectors = self.replay(call.service.engine, tmp_path, kill_after=2)
+        assert vectors.worker is None and vectors.worker_batches <= 2
+        assert replayed == rows(call.service.engine.conn)

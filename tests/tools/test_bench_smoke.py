@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +51,35 @@ class TestSemanticBenchSmoke:
         assert 1 == len(rows) and rows[0].ours > 0 and rows[0].baseline > 0
         printed = capsys.readouterr().out
         assert "2100 rows, centred" in printed and "2100 rows, raw signs" in printed
+
+    def test_semantic_reindex_store_times_an_existing_store(self, tmp_path: Path) -> None:
+        """``--reindex-store`` reindexes a given data dir with the model off and on, wall and CPU."""
+        from memoree.projections import embedding
+        from memoree.service.service import Service
+        from tests.conftest import Caller
+        from tools.bench import semantic
+
+        service = Service(tmp_path / "data")
+        for i in range(5):
+            Caller(service).put_text(f"note {i} about the store", key=f"k{i}")
+        service.close()
+        rows = semantic.main(["--reindex-store", str(tmp_path / "data"), "--reindexes", "1"])
+        assert ["reindex, best wall", "reindex, least CPU (incl. the worker)"] == [row.name for row in rows]
+        assert all(row.ours > 0 and row.baseline > 0 for row in rows)
+        assert embedding.load_model() is not None
+
+    def test_semantic_put_rates_compare_a_store_without_the_channel(self, tmp_path: Path) -> None:
+        """The put-rate row's 'without' store really embeds nothing, and the 'with' store does."""
+        from memoree.eventlog.db import DB_FILENAME, connect
+        from tools.bench import semantic
+
+        semantic.put_rates(tmp_path, 4)
+
+        def vectors(side: bool) -> int:
+            conn = connect(tmp_path / f"puts-{side}" / DB_FILENAME, readonly=True)
+            try:
+                return conn.execute("SELECT count(*) FROM artifact_vectors").fetchone()[0]
+            finally:
+                conn.close()
+
+        assert vectors(False) == 0 and vectors(True) >= 4

@@ -2,6 +2,7 @@
 
     python -m tools.bench.semantic [--n 10000] [--claims 0.1] [--puts 300] [--reps 5] [--quick]
                                    [--reindexes 2] [--scan-rows 400000]
+    python -m tools.bench.semantic --reindex-store DATA_DIR [--reindexes 2]
     python -m tools.bench.semantic --scan-only [--scan-rows 20000 --scan-rows 100000 ...]
                                    [--keep 2048 --keep 4096 ...] [--queries 100] [--no-sqlite-vec]
 
@@ -11,7 +12,10 @@ alike. The store holds N synthetic artifacts (``tools.bench.search``'s corpus) a
 
 - reindex: the whole log rebuilt with the model off (``MEMOREE_SEMANTIC=off``: the vectors
   projector writes nothing, as where the model is not installed) and on, alternately, twice
-  each (``--reindexes``); the best of each side;
+  each (``--reindexes``); the best of each side. ``--reindex-store DATA_DIR`` does only this,
+  on an existing store (e.g. one ``tools.bench.search --n 100000 --store DIR`` built; work on a
+  copy), and also reports CPU seconds, this process's and its embedding worker's, so the work
+  done shows apart from what ran in parallel;
 - search p50/p95: the `search` op over the same query mix plus natural questions, each query
   asked with ``semantic.enabled`` false and true, alternately;
 - put rate: durable one-by-one ``artifact.put`` of 1 KiB texts into two fresh stores, one opened
@@ -70,10 +74,48 @@ def claim_requests(texts: list[str], share: float) -> list[bytes]:
 
 
 def timed_reindex(service: Any, on: bool) -> float:
+    return timed_reindex_cpu(service, on)[0]
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (a reindex's embedding worker)."""
+    import resource
+
+    mine, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed_reindex_cpu(service: Any, on: bool) -> tuple[float, float]:
+    """One reindex with the model on or off: (wall seconds, CPU seconds incl. the worker's)."""
     model_switch(on)
-    started = time.perf_counter()
+    cpu, started = cpu_seconds(), time.perf_counter()
     service.engine.reindex()
-    return time.perf_counter() - started
+    return time.perf_counter() - started, cpu_seconds() - cpu
+
+
+def reindex_store(folder: Path, rounds: int, say: Callable[[str], None] | None = None) -> list[Row]:
+    """``--reindex-store``: reindex an existing data dir with the model off and on in turn."""
+    from memoree.service.service import Service
+
+    say = say or progress
+    model_switch(True)
+    service = Service(folder)
+    service.engine  # noqa: B018 - opened with the model on, as a store that has it
+    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    try:
+        for on in (False, True) * rounds:
+            load = os.getloadavg()[0]
+            runs[on].append(timed_reindex_cpu(service, on))
+            wall, cpu = runs[on][-1]
+            say(f"reindex with the model {'on' if on else 'off'}: {wall:.1f} s wall, {cpu:.1f} s CPU "
+                f"(load average {load:.2f} before)")
+    finally:
+        model_switch(True)
+        service.close()
+    return [Row("reindex, best wall", min(w for w, _ in runs[True]), min(w for w, _ in runs[False]), "s",
+                "no dense", False),
+            Row("reindex, least CPU (incl. the worker)", min(c for _, c in runs[True]),
+                min(c for _, c in runs[False]), "s", "no dense", False)]
 
 
 def search_samples(service: Any, mix: list[str], reps: int) -> dict[bool, list[float]]:
@@ -101,6 +143,9 @@ def put_rates(folder: Path, puts: int) -> dict[bool, float]:
     for on in (False, True):
         model_switch(on)
         services[on] = Service(folder / f"puts-{on}")
+        # A service opens its engine (and its projectors, with or without the model) on first
+        # use: open it now, while the switch holds (else both stores embed).
+        services[on].engine  # noqa: B018
     model_switch(True)
     items = put_texts(puts)
     spent = {False: 0.0, True: 0.0}
@@ -327,9 +372,15 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--queries", type=int, default=40, help="queries per scan")
     parser.add_argument("--no-sqlite-vec", action="store_true", help="skip the sqlite-vec comparison")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
+    parser.add_argument("--reindex-store", type=Path, default=None,
+                        help="only reindex this existing data dir, model off and on in turn (--reindexes rounds)")
     args = parser.parse_args(argv)
     if args.scan_only:
         return scan_only(args)
+    if args.reindex_store is not None:
+        rows = reindex_store(args.reindex_store, max(1, args.reindexes))
+        print_table(rows)
+        return rows
     if args.quick:  # tiny sizes, unless given explicitly
         given = set(sys.argv[1:] if argv is None else argv)
         args.n = args.n if "--n" in given else 300
