@@ -9,7 +9,8 @@ integrity error: it is logged and retried, and nothing past it is ever applied.
 
 The follower has its own PostgreSQL connections and its own SQLite connection, so it never
 shares a transaction with the engine's writer; each page of events is one local transaction,
-which keeps the local write lock short.
+which keeps the local write lock short, and is applied as one batch (its blobs read in one query,
+its text indexed and embedded once: ``prefetching_sink`` and ``projection_sink``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,17 @@ from memoree.eventlog.postgres import (
     DriverError,
     PostgresContentStore,
     PostgresEventStore,
+    SharedCounters,
     connect_pg,
 )
-from memoree.eventlog.replica import CATCH_UP_PAGE, REPLICA_SYNCHRONOUS, behind, catch_up
+from memoree.eventlog.replica import (
+    CATCH_UP_PAGE,
+    REPLICA_SYNCHRONOUS,
+    behind,
+    catch_up,
+    prefetching_sink,
+    replica_head,
+)
 from memoree.eventlog.store import EventSink
 from memoree.log import logger
 
@@ -87,7 +96,8 @@ class Follower(threading.Thread):
             self._store = PostgresEventStore(self.url)
         if self._local is None:
             self._local = connect(self.db_path, synchronous=REPLICA_SYNCHRONOUS)
-            self._apply = self.make_sink(PostgresContentStore(self._store, self._local))
+            cas = PostgresContentStore(self._store, self._local)
+            self._apply = prefetching_sink(cas, self.make_sink(cas))
 
     def _catch_up(self) -> None:
         """Apply pages until this host holds the shared head, one local transaction per page.
@@ -96,16 +106,20 @@ class Follower(threading.Thread):
         (often the engine's own append got there first), so an idle check never blocks a writer.
         """
         assert self._store is not None
-        while not self._stopping.is_set() and behind(self._local, self._store.counters()):
-            if self._apply_page() == 0:
+        while not self._stopping.is_set():
+            shared = self._store.counters()
+            if not behind(self._local, shared) or self._apply_page(shared) == 0:
                 return
 
-    def _apply_page(self) -> int:
+    def _apply_page(self, shared: SharedCounters | None) -> int:
+        """One page (toward ``shared``, read before the local lock) in one local transaction."""
         with self.local_lock:
             self._local.execute("BEGIN IMMEDIATE")
             try:
+                if replica_head(self._local).commit_seq > shared.seq:
+                    shared = None  # the engine's own write took this host past it meanwhile
                 copied = catch_up(self._store, self._local, self._apply,
-                                  max_events=CATCH_UP_PAGE)
+                                  max_events=CATCH_UP_PAGE, shared=shared)
             except BaseException:
                 if self._local.in_transaction:
                     self._local.execute("ROLLBACK")

@@ -80,11 +80,21 @@ _CHECKPOINT_COLUMNS = "checkpoint_seq, tree_size, root, key_epoch, signed_at, no
 
 
 class SharedCounters(NamedTuple):
-    """What the head row counts: events (the head position), no-op records, checkpoints."""
+    """What the head row counts: events (the head position), no-op records, checkpoints; and the
+    hash of the event at the head (the genesis hash for an empty log)."""
 
     seq: int
     noops: int
     checkpoints: int
+    hash: bytes = GENESIS_HASH
+
+
+_HEAD_COLUMNS = "seq, noops, checkpoints, hash"
+
+
+def _counters(row: Sequence[Any]) -> SharedCounters:
+    seq, noops, checkpoints, digest = row
+    return SharedCounters(seq, noops, checkpoints, bytes(digest) if seq else GENESIS_HASH)
 
 
 def redact_url(url: str) -> str:
@@ -176,8 +186,8 @@ class PostgresEventStore:
     def lock(self) -> SharedCounters:
         """Take the append lock inside the open transaction; return the counters it guards."""
         self._require_transaction("lock")
-        return SharedCounters(*self._execute(
-            "SELECT seq, noops, checkpoints FROM log_head WHERE singleton FOR UPDATE").fetchone())
+        return _counters(self._execute(
+            f"SELECT {_HEAD_COLUMNS} FROM log_head WHERE singleton FOR UPDATE").fetchone())
 
     def begin(self) -> SharedCounters:
         """Open the write transaction and take the append lock; return the locked counters."""
@@ -185,7 +195,7 @@ class PostgresEventStore:
             raise InternalError("a write transaction is already open on this connection")
         try:  # one round trip; on an idle connection found dead, _execute reconnects once
             cursor = self._execute(
-                "BEGIN; SELECT seq, noops, checkpoints FROM log_head WHERE singleton FOR UPDATE")
+                f"BEGIN; SELECT {_HEAD_COLUMNS} FROM log_head WHERE singleton FOR UPDATE")
             while cursor.nextset():
                 pass
             row = cursor.fetchone()
@@ -193,7 +203,7 @@ class PostgresEventStore:
             _rollback_quietly(self.conn)
             raise
         self._depth, self._appended = 1, False
-        return SharedCounters(*row)
+        return _counters(row)
 
     def commit(self) -> None:
         """Ring the doorbell once if anything was appended, then commit."""
@@ -383,8 +393,8 @@ class PostgresEventStore:
 
     def counters(self) -> SharedCounters:
         """Events (the head position), no-op records and checkpoints, as the head row counts them."""
-        return SharedCounters(*self._execute(
-            "SELECT seq, noops, checkpoints FROM log_head WHERE singleton").fetchone())
+        return _counters(self._execute(
+            f"SELECT {_HEAD_COLUMNS} FROM log_head WHERE singleton").fetchone())
 
     # ------------------------------------------------------------------ no-op idempotency records
 
@@ -516,6 +526,18 @@ def translate_pg_error(exc: Exception, *, url: str | None = None) -> MemoreeErro
     return InternalError(f"shared log error: {text}")
 
 
+_REVISION_TYPES = frozenset({"artifact.created", "artifact.revised"})
+
+
+class _PageOfRevisions(NamedTuple):
+    """What ``PostgresContentStore.prefetched`` read for a page: blobs by hash, the artifacts it
+    asked about, and their purge events' stored bytes."""
+
+    blobs: dict[str, bytes]
+    artifacts: set[str]
+    purges: dict[str, list[bytes]]
+
+
 class PostgresContentStore(ContentStore):
     """The CAS with its bytes in the shared database's ``blobs`` table, so every host serves them.
 
@@ -532,15 +554,43 @@ class PostgresContentStore(ContentStore):
         self.store = store
         self.conn = replica_conn
         self.root = root or Path(os.devnull)
+        self._page: _PageOfRevisions | None = None
 
     def put(self, data: bytes, digest: str | None = None) -> str:
         digest = digest or digest_hex(data)
         self.store._execute(
             "INSERT INTO blobs (hash, size, data) VALUES (%s, %s, %s) ON CONFLICT (hash) DO NOTHING",
             (digest, len(data), data))
+        # The projections read these bytes back in the same transaction: hand them over directly.
+        self._just_stored = (digest, data)
         return digest
 
+    @contextmanager
+    def prefetched(self, events: Sequence[RecordedEvent]) -> Iterator[None]:
+        """While a page of events is applied: their revisions' blobs and the purges of their
+        artifacts, read in two queries for the page instead of two per revision."""
+        revisions = [e.payload for e in events if e.type in _REVISION_TYPES]
+        if len(revisions) < 2:
+            yield
+            return
+        blobs = self.store._execute("SELECT hash, data FROM blobs WHERE hash = ANY(%s)",
+                                    ([r.blob_hash for r in revisions],)).fetchall()
+        artifacts = {r.artifact_id for r in revisions}
+        purges = self.store._execute(
+            "SELECT stream_id, data FROM events WHERE type = 'artifact.purged' AND stream_id = ANY(%s)",
+            (list(artifacts),)).fetchall()
+        self._page = _PageOfRevisions({digest: bytes(data) for digest, data in blobs}, artifacts, {})
+        for stream_id, data in purges:
+            self._page.purges.setdefault(stream_id, []).append(bytes(data))
+        try:
+            yield
+        finally:
+            self._page = None
+
     def _read(self, digest: str, size: int) -> bytes:
+        page = self._page
+        if page is not None and digest in page.blobs:
+            return page.blobs[digest]
         row = self.store._execute("SELECT data FROM blobs WHERE hash = %s", (digest,)).fetchone()
         if row is None:
             raise IntegrityError(f"blob {digest} is missing from the content store",
@@ -570,7 +620,17 @@ class PostgresContentStore(ContentStore):
 
         Asked of the whole shared log, not of a host's replica: a host catching up past an
         artifact's creation must know about a purge that comes later, whose row is already gone.
+        Bytes this host put in the open transaction are at hand, so they need not be asked about:
+        they are indexed as an embedded store indexes a new revision, and a purge that follows
+        erases them from the projections when it is applied.
         """
+        just_stored = self._just_stored
+        if just_stored is not None and just_stored[0] == digest and self.conn is not None \
+                and self.conn.in_transaction:
+            return False
+        page = self._page
+        if page is not None and artifact_id in page.artifacts:
+            return any(digest.encode() in data for data in page.purges.get(artifact_id, ()))
         sql = "SELECT 1 FROM events WHERE type = 'artifact.purged' AND position(%s::bytea IN data) > 0"
         params: tuple[Any, ...] = (digest.encode(),)
         if artifact_id is not None:

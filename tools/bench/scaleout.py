@@ -66,6 +66,7 @@ def writer(data_dir: str, url: str | None, worker: int, count: int, go: Any, res
     assert service.handle_bytes(request(worker, -1)).ok
     results.put("ready")
     go.wait()
+    cpu_started = time.process_time()
     acks = []
     for i in range(count):
         reply = service.handle_bytes(request(worker, i))
@@ -74,7 +75,8 @@ def writer(data_dir: str, url: str | None, worker: int, count: int, go: Any, res
     shared = service.engine.shared
     holds = [seconds * 1000 for seconds in shared.lock_holds] if shared is not None else []
     commits = [seconds * 1000 for seconds in shared.lock_commits] if shared is not None else []
-    results.put({"acks": acks, "finished": time.time(), "lock_ms": holds, "commit_ms": commits})
+    results.put({"acks": acks, "finished": time.time(), "lock_ms": holds, "commit_ms": commits,
+                 "cpu_s": time.process_time() - cpu_started})
     service.close()
 
 
@@ -89,6 +91,7 @@ def observer(data_dir: str, url: str | None, ready: Any, stop: Any, results: Any
     seen: dict[int, float] = {}
     last = _local_head(conn)
     ready.set()
+    cpu_started = time.process_time()
     while not stop.is_set():
         head = _local_head(conn)
         now = time.time()
@@ -96,8 +99,19 @@ def observer(data_dir: str, url: str | None, ready: Any, stop: Any, results: Any
             seen[seq] = now
         last = head
         time.sleep(POLL_S)
-    results.put(seen)
+    results.put({"seen": seen, "cpu_s": time.process_time() - cpu_started})
     service.close()
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy so far (every process, every core), from /proc/stat."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(f) for f in stat.readline().split()[1:]]
+    except OSError:
+        return float("nan")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _local_head(conn: Any) -> int:
@@ -124,15 +138,16 @@ def run_case(folder: Path, url: str | None, writers: int, puts: int) -> dict[str
         proc.start()
     _collect(acks_queue, procs, len(procs))  # every writer warmed up
     go.set()
-    started = time.time()
+    started, busy_started = time.time(), machine_busy_s()
     reports = _collect(acks_queue, procs, len(procs))
+    busy = machine_busy_s() - busy_started
     for proc in procs:
         proc.join(60)
     time.sleep(0.5)
     stop.set()
-    seen = _collect(seen_queue, [watch], 1)[0]
+    watched = _collect(seen_queue, [watch], 1)[0]
     watch.join(60)
-    return _summarize(reports, seen, started)
+    return _summarize(reports, watched, started, busy)
 
 
 def _collect(results: Any, procs: list[Any], count: int) -> list[Any]:
@@ -163,16 +178,22 @@ def _prepare_store(data_dir: Path, url: str | None) -> None:
     _use_log(None)
 
 
-def _summarize(reports: list[dict[str, Any]], seen: dict[int, float], started: float) -> dict[str, float]:
+def _summarize(reports: list[dict[str, Any]], watched: dict[str, Any], started: float,
+               busy_s: float) -> dict[str, float]:
     acks = [ack for report in reports for ack in report["acks"]]
+    seen = watched["seen"]
     finished = max(report["finished"] for report in reports)
+    puts = max(1, len(acks))
     lags = [(seen[seq] - acked) * 1000 for seq, acked in acks if seq in seen]
     holds = [ms for report in reports for ms in report.get("lock_ms", [])]
     commits = [ms for report in reports for ms in report.get("commit_ms", [])]
     return {"rate": rate(len(acks), finished - started), "p50": percentile(lags, 50),
             "p95": percentile(lags, 95), "p99": percentile(lags, 99), "missed": len(acks) - len(lags),
             "lock_p50": percentile(holds, 50), "lock_p99": percentile(holds, 99),
-            "commit_p50": percentile(commits, 50)}
+            "commit_p50": percentile(commits, 50),
+            "writer_cpu_ms": sum(r["cpu_s"] for r in reports) * 1000 / puts,
+            "observer_cpu_ms": watched["cpu_s"] * 1000 / puts,
+            "machine_cpu_ms": busy_s * 1000 / puts, "cores": busy_s / max(finished - started, 1e-9)}
 
 
 def admin_url(explicit: str | None) -> str | None:
@@ -223,6 +244,10 @@ def rows_for(writers: int, pg: dict[str, float], lite: dict[str, float],
     print(f"{writers} {plural}: append lock held p50 {pg['lock_p50']:.2f} ms, p99 {pg['lock_p99']:.2f} ms "
           f"per write transaction (PostgreSQL's commit under it: p50 {pg['commit_p50']:.2f} ms); "
           f"lag p95 {pg['p95']:.2f} ms; {pg['missed']:.0f} acks unseen")
+    for name, case in (("PostgreSQL", pg), ("SQLite", lite)):
+        print(f"  {name}, CPU per put: writers {case['writer_cpu_ms']:.2f} ms, observer "
+              f"{case['observer_cpu_ms']:.2f} ms, whole machine {case['machine_cpu_ms']:.2f} ms "
+              f"({case['cores']:.2f} cores busy)")
     return rows
 
 
