@@ -245,16 +245,18 @@ class SharedLog:
             self._hold_lock(self.pg.lock(), depth=self._depth)
         local = replica_head(self.conn)
         shared_seq = self._shared_head.commit_seq
-        if lone and local_counts(self.conn)[0] == self._locked.noops:
+        if lone:
             # A lone creation with fresh ids reads no other stream: it stays valid unless another
             # host took its stream or its idempotency key, which the shared log's unique keys
             # refuse at the append (``append`` then decides again). No-op records carry keys the
             # events' unique key cannot see: one this host lacks sends the decision round again.
-            return self._shared_head, local.commit_seq < shared_seq
-        if local.commit_seq == shared_seq and not lone:
+            if local_counts(self.conn)[0] == self._locked.noops:
+                return self._shared_head, local.commit_seq < shared_seq
+        elif local.commit_seq == shared_seq:
             return local, False
         window = shared_seq - local.commit_seq
-        if events and all(e.type in INDEPENDENT_CREATIONS for e in events) and window <= CATCH_UP_PAGE:
+        if not lone and events and all(e.type in INDEPENDENT_CREATIONS for e in events) \
+                and window <= CATCH_UP_PAGE:
             # The same for a creation inside a group, which cannot commit early: those few
             # events go first, read under the lock, and are checked here.
             foreign = verified_page(local, list(self.pg.read_raw(after=local.commit_seq, limit=window)),
