@@ -16,6 +16,7 @@ its text indexed and embedded once: ``prefetching_sink`` and ``projection_sink``
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,13 +51,17 @@ class Follower(threading.Thread):
     """Follows the shared log into one host's SQLite file until stopped."""
 
     def __init__(self, url: str, db_path: Path, make_sink: Callable[[Any], EventSink], *,
-                 poll_s: float = 0.5, local_lock: Any = None) -> None:
+                 poll_s: float = 0.5, local_lock: Any = None,
+                 own_sessions: Callable[[], set[int]] = set) -> None:
         super().__init__(name="memoree-follower", daemon=True)
         self.url = url
         self.db_path = db_path
         self.make_sink = make_sink
         self.poll_s = poll_s
         self.local_lock = local_lock or threading.Lock()
+        # PostgreSQL session ids whose appends this host stores itself (its engine's): their
+        # doorbells are not this follower's business.
+        self.own_sessions = own_sessions
         self.applied = 0
         self.rounds = 0
         self.last_error: str | None = None
@@ -108,18 +113,20 @@ class Follower(threading.Thread):
         assert self._store is not None
         while not self._stopping.is_set():
             shared = self._store.counters()
-            if not behind(self._local, shared) or self._apply_page(shared) == 0:
+            # Caught up to that reading when a page was not full: anything appended since rang
+            # the doorbell (LISTEN came first), so the next round starts from there.
+            if not behind(self._local, shared) or self._apply_page(shared) < CATCH_UP_PAGE:
                 return
 
-    def _apply_page(self, shared: SharedCounters | None) -> int:
+    def _apply_page(self, shared: SharedCounters) -> int:
         """One page (toward ``shared``, read before the local lock) in one local transaction."""
         with self.local_lock:
             self._local.execute("BEGIN IMMEDIATE")
             try:
-                if replica_head(self._local).commit_seq > shared.seq:
-                    shared = None  # the engine's own write took this host past it meanwhile
+                # The engine's own write may have taken this host past that reading meanwhile.
+                toward = shared if replica_head(self._local).commit_seq <= shared.seq else None
                 copied = catch_up(self._store, self._local, self._apply,
-                                  max_events=CATCH_UP_PAGE, shared=shared)
+                                  max_events=CATCH_UP_PAGE, shared=toward)
             except BaseException:
                 if self._local.in_transaction:
                     self._local.execute("ROLLBACK")
@@ -130,9 +137,18 @@ class Follower(threading.Thread):
         return copied
 
     def _wait_for_doorbell(self) -> None:
-        """Block until a notification (one already queued returns at once) or the poll interval."""
-        for _ in self._listen.notifies(timeout=self.poll_s, stop_after=1):
-            pass
+        """Block until another session's notification (one already queued returns at once) or
+        the poll interval. The engine's own appends are in this host's replica already, so their
+        doorbells wake nobody; the rings queued meanwhile are drained, so many cost one round."""
+        deadline = time.monotonic() + self.poll_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            rung = [n.pid for n in self._listen.notifies(timeout=remaining, stop_after=1)]
+            if not rung:
+                return
+            rung += [n.pid for n in self._listen.notifies(timeout=0)]
+            own = self.own_sessions()
+            if any(pid not in own for pid in rung):
+                return
 
     def _disconnect(self) -> None:
         for resource in (self._listen, self._store, self._local):

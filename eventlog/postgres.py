@@ -157,6 +157,9 @@ class PostgresEventStore:
         self.conn = self._connect()
         self._depth = 0
         self._appended = False
+        # Statements of the open transaction not sent yet (its BEGIN, blob rows): they travel in
+        # one pipeline with the transaction's next statement.
+        self._pending: list[tuple[str, Sequence[Any] | None]] = []
         ensure_schema(self.conn)
 
     # ------------------------------------------------------------------ transactions
@@ -177,11 +180,20 @@ class PostgresEventStore:
         self.commit()
 
     def begin_unlocked(self) -> None:
-        """Open a write transaction without the append lock (``lock()`` takes it when it must)."""
+        """Open a write transaction without the append lock (``lock()`` takes it when it must).
+
+        The BEGIN travels with the transaction's first statement, so it costs no round trip of
+        its own, and a transaction that sends nothing costs none at all.
+        """
         if self._depth:
             raise InternalError("a write transaction is already open on this connection")
-        self._execute("BEGIN")
+        self._pending = [("BEGIN", None)]
         self._depth, self._appended = 1, False
+
+    def execute_soon(self, sql: str, params: Sequence[Any]) -> None:
+        """Queue a write whose result nobody reads (a blob row) to go with the next statement."""
+        self._require_transaction("execute_soon")
+        self._pending.append((sql, params))
 
     def lock(self) -> SharedCounters:
         """Take the append lock inside the open transaction; return the counters it guards."""
@@ -207,21 +219,36 @@ class PostgresEventStore:
 
     def commit(self) -> None:
         """Ring the doorbell once if anything was appended, then commit."""
+        pending, self._pending = self._pending, []
+        if pending == [("BEGIN", None)]:  # nothing reached the server: nothing to commit
+            self._depth, self._appended = 0, False
+            return
         try:
-            self.conn.execute(f"NOTIFY {NOTIFY_CHANNEL}; COMMIT" if self._appended else "COMMIT")
+            if pending:
+                self._pipeline([*pending, *self._commit_statements()])
+            else:
+                self.conn.execute(f"NOTIFY {NOTIFY_CHANNEL}; COMMIT" if self._appended else "COMMIT")
         except psycopg.Error as exc:
-            _rollback_quietly(self.conn)
-            failure = translate_pg_error(exc, url=self.url)
-            if failure.retryable:
-                failure.hint = ("The commit's outcome is unknown; retry with the same idempotency "
-                                "key, which returns the original result if it committed.")
-            raise failure from exc
+            raise self._commit_failure(exc) from exc
         finally:
             self._depth, self._appended = 0, False
 
-    def rollback(self) -> None:
-        self._depth, self._appended = 0, False
+    def _commit_statements(self) -> list[tuple[str, None]]:
+        return [(f"NOTIFY {NOTIFY_CHANNEL}", None)] * self._appended + [("COMMIT", None)]
+
+    def _commit_failure(self, exc: Exception) -> MemoreeError:
         _rollback_quietly(self.conn)
+        failure = translate_pg_error(exc, url=self.url)
+        if failure.retryable:
+            failure.hint = ("The commit's outcome is unknown; retry with the same idempotency "
+                            "key, which returns the original result if it committed.")
+        return failure
+
+    def rollback(self) -> None:
+        pending, self._pending = self._pending, []
+        self._depth, self._appended = 0, False
+        if pending[:1] != [("BEGIN", None)]:  # else nothing reached the server
+            _rollback_quietly(self.conn)
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -255,6 +282,7 @@ class PostgresEventStore:
             conn.execute(f"SET lock_timeout = '{int(self.lock_timeout_s)}s'")
         except psycopg.Error as exc:
             raise translate_pg_error(exc, url=self.url) from exc
+        self.backend_pid: int = conn.info.backend_pid  # the session's id, as notifications name it
         return conn
 
     def _reconnect_if_broken(self) -> None:
@@ -265,8 +293,11 @@ class PostgresEventStore:
         """Run one statement; outside a transaction a dead connection is replaced and retried once.
 
         Statements run outside a transaction are reads or idempotent blob writes, so running
-        one again on a fresh session is safe; inside a transaction a lost session is an error.
+        one again on a fresh session is safe; inside a transaction a lost session is an error,
+        unless its BEGIN had not been sent yet (then nothing of it reached the server).
         """
+        if self._pending:
+            return self._execute_with_pending(sql, params)
         if not self._depth:
             self._reconnect_if_broken()
         try:
@@ -283,19 +314,54 @@ class PostgresEventStore:
         except psycopg.Error as exc:
             raise translate_pg_error(exc, url=self.url) from failure
 
+    def _execute_with_pending(self, sql: str, params: Sequence[Any] | None) -> Any:
+        """Send the queued statements and this one in one pipeline; return this one's cursor."""
+        statements = [*self._pending, (sql, params)]
+        unsent = self._pending[0] == ("BEGIN", None)
+        try:
+            cursor = self._pipeline(statements)
+        except psycopg.OperationalError as exc:
+            if not (unsent and self.conn.broken):
+                raise translate_pg_error(exc, url=self.url) from exc
+            failure: Exception = exc
+        except psycopg.Error as exc:
+            raise translate_pg_error(exc, url=self.url) from exc
+        else:
+            self._pending = []
+            return cursor
+        try:
+            self.conn = self._connect()
+            cursor = self._pipeline(statements)
+        except psycopg.Error as exc:
+            raise translate_pg_error(exc, url=self.url) from failure
+        self._pending = []
+        return cursor
+
+    def _pipeline(self, statements: Sequence[tuple[str, Sequence[Any] | None]]) -> Any:
+        """Run statements in one round trip; return the last one's cursor (results fetched)."""
+        with self.conn.pipeline():
+            cursors = [self.conn.execute(sql, params) for sql, params in statements]
+        return cursors[-1]
+
+    def _take_pending(self) -> list[tuple[str, Sequence[Any] | None]]:
+        pending, self._pending = self._pending, []
+        return pending
+
     def _require_transaction(self, what: str) -> None:
         if not self._depth:
             raise InternalError(f"{what} outside a write transaction")
 
     # ------------------------------------------------------------------ appends
 
-    def append(self, events: Sequence[NewEvent], *, head: LogHead | None = None) -> list[RecordedEvent]:
+    def append(self, events: Sequence[NewEvent], *, head: LogHead | None = None,
+               commit: bool = False) -> list[RecordedEvent]:
         """Append events at the next positions; must run inside ``transaction()``.
 
         A caller holding the append lock that already knows the head (``head``: the position and
         hash read under the lock) saves a round trip: the head's move and the rows travel in one
         pipeline, the move guarded by that head, so a wrong one is an integrity error that
-        writes nothing instead of forking the chain.
+        writes nothing instead of forking the chain. With ``commit`` (and ``head``) the doorbell
+        and the commit travel in that pipeline too: the transaction ends with the append.
         """
         self._require_transaction("append")
         if not events:
@@ -306,8 +372,8 @@ class PostgresEventStore:
             seq += 1
             recorded.append(_record(event, seq, prev))
             prev = recorded[-1].hash
-        self._insert(recorded, events, moved_from=head)
         self._appended = True
+        self._insert(recorded, events, moved_from=head, commit=commit and head is not None)
         return recorded
 
     def append_recorded(self, events: Sequence[RecordedEvent]) -> None:
@@ -337,13 +403,16 @@ class PostgresEventStore:
         return last - count, bytes(digest)
 
     def _insert(self, records: Sequence[RecordedEvent], events: Sequence[Any], *,
-                moved_from: LogHead | None = None) -> None:
+                moved_from: LogHead | None = None, commit: bool = False) -> None:
         """Insert the rows and move the head's hash to the last one, in one round trip; with
-        ``moved_from`` the head's position moves too, from exactly that head or not at all."""
+        ``moved_from`` the head's position moves too, from exactly that head or not at all; with
+        ``commit`` the transaction commits in the same round trip."""
         rows = [(r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
                  r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash) for r in records]
         try:
             with self.conn.pipeline():
+                for sql, params in self._take_pending():
+                    self.conn.execute(sql, params)
                 if moved_from is None:
                     self.conn.execute("UPDATE log_head SET hash = %s WHERE singleton", (records[-1].hash,))
                 else:  # another head sets seq to -1: the CHECK fails before any row goes in
@@ -352,13 +421,19 @@ class PostgresEventStore:
                         "hash = %s WHERE singleton",
                         (moved_from.commit_seq, moved_from.hash, records[-1].commit_seq, records[-1].hash))
                 self.conn.cursor().executemany(_INSERT_EVENT, rows)
+                if commit:  # a failed statement above makes the server skip these
+                    for sql, params in self._commit_statements():
+                        self.conn.execute(sql, params)
         except pg_errors.CheckViolation as exc:
             raise IntegrityError("the shared log's head is not the one this host appended after",
                                  details={"commit_seq": moved_from.commit_seq if moved_from else None}) from exc
         except pg_errors.UniqueViolation as exc:
             raise _append_conflict(exc, _conflicting(exc, events)) from exc
         except psycopg.Error as exc:
-            raise translate_pg_error(exc, url=self.url) from exc
+            raise (self._commit_failure(exc) if commit else translate_pg_error(exc, url=self.url)) from exc
+        finally:
+            if commit:  # committed, or to be rolled back by the caller (``rollback`` still works)
+                self._depth, self._appended = 0, False
 
     # ------------------------------------------------------------------ reads
 
@@ -527,6 +602,7 @@ def translate_pg_error(exc: Exception, *, url: str | None = None) -> MemoreeErro
 
 
 _REVISION_TYPES = frozenset({"artifact.created", "artifact.revised"})
+_INSERT_BLOB = "INSERT INTO blobs (hash, size, data) VALUES (%s, %s, %s) ON CONFLICT (hash) DO NOTHING"
 
 
 class _PageOfRevisions(NamedTuple):
@@ -557,10 +633,13 @@ class PostgresContentStore(ContentStore):
         self._page: _PageOfRevisions | None = None
 
     def put(self, data: bytes, digest: str | None = None) -> str:
+        """Store the row in the open transaction (sent with its next statement), else at once."""
         digest = digest or digest_hex(data)
-        self.store._execute(
-            "INSERT INTO blobs (hash, size, data) VALUES (%s, %s, %s) ON CONFLICT (hash) DO NOTHING",
-            (digest, len(data), data))
+        row = (digest, len(data), data)
+        if self.store.in_transaction:
+            self.store.execute_soon(_INSERT_BLOB, row)
+        else:
+            self.store._execute(_INSERT_BLOB, row)
         # The projections read these bytes back in the same transaction: hand them over directly.
         self._just_stored = (digest, data)
         return digest

@@ -105,7 +105,8 @@ class SharedLog:
         self._lock_first = False
         self._lock_taken_at = 0.0
         self.lock_holds: deque[float] = deque(maxlen=100_000)  # seconds per write transaction
-        self.lock_commits: deque[float] = deque(maxlen=100_000)  # of which the shared commit
+        # of which the shared commit (a lone creation: the append round trip, which commits)
+        self.lock_commits: deque[float] = deque(maxlen=100_000)
         # Serializes this process's local writers (the engine and its follower) without SQLite's
         # sleeping busy handler; other processes on the same file still meet SQLite's own lock.
         self.local_lock = threading.Lock()
@@ -128,7 +129,7 @@ class SharedLog:
 
         self.apply = prefetching_sink(self.cas, apply)
         self.follower = Follower(self.url, self.db_path, make_sink, poll_s=poll_s,
-                                 local_lock=self.local_lock)
+                                 local_lock=self.local_lock, own_sessions=lambda: {self.pg.backend_pid})
         self.follower.start()
 
     def close(self) -> None:
@@ -368,8 +369,14 @@ class SharedLog:
             raise InternalError("append outside a write transaction")
         lone = self._depth == 1 and bool(events) and all(e.type in INDEPENDENT_CREATIONS for e in events)
         head, behind_head = self._lock_for_write(events, lone=lone)
+        started = time.perf_counter()
         try:
-            recorded = self.pg.append(events, head=head)  # the head is known: one round trip
+            # The head is known: one round trip, which for a lone creation commits too (it has
+            # nothing else to write to the shared log), so the lock covers the append alone
+            # (lock, rows, commit) and not this host storing and projecting its own event and
+            # other hosts' new ones. A failure after the commit leaves the event durable (a
+            # retry with the same key finds it), as a failed local commit always could.
+            recorded = self.pg.append(events, head=head, commit=lone)
         except (IdempotencyConflict, StreamVersionConflict) as exc:
             if not behind_head:
                 raise
@@ -379,12 +386,7 @@ class SharedLog:
             raise StaleDecision("another host appended this write's idempotency key or stream; "
                                 "deciding again", details={"shared_seq": head.commit_seq}) from exc
         if lone:
-            # A lone creation has nothing else to write to the shared log: commit it now, so the
-            # lock covers the append alone (lock, rows, commit) and not this host reading,
-            # storing and projecting other hosts' new events and its own. A failure after this
-            # point leaves the event durable (a retry with the same key finds it), as a failed
-            # local commit always could.
-            self._commit_shared()
+            self.lock_commits.append(time.perf_counter() - started)
             self._release_lock()
             if behind_head:
                 self._take_in_through(head)  # other hosts' events precede this one here too

@@ -16,6 +16,11 @@ up, then start together. Measured in the same run, on the same machine:
   IMMEDIATE``; embedded mode has no second host, so the "follower" is a reader of the same file,
   and its lag is plain visibility.
 
+For both it prints the CPU time per put of the writers (together), of the observer, of the
+PostgreSQL server's processes (when the server runs on this machine and its ``postmaster.pid``
+is readable) and of the whole machine (``/proc/stat``: other sessions' work included, so on a
+shared machine it says how much of the cores the run got, not what it cost).
+
 Both observers poll their local file every 2 ms. The PostgreSQL admin URL comes from
 ``--pg-url``, ``MEMOREE_BENCH_PG_URL`` or ``MEMOREE_TEST_PG_URL``; each run creates and drops
 its own database.
@@ -114,6 +119,42 @@ def machine_busy_s() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def server_pid(url: str | None) -> int | None:
+    """The PostgreSQL postmaster's pid when the server runs on this machine (else None)."""
+    if url is None:
+        return None
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+        pid = int(Path(data_dir, "postmaster.pid").read_text().split()[0])
+        Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError, IndexError, psycopg.Error):
+        return None
+    return pid
+
+
+def server_cpu_s(postmaster: int | None) -> float:
+    """CPU seconds the server's processes have used: the live ones plus those it reaped."""
+    if postmaster is None:
+        return float("nan")
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(entry.name), int(fields[1])
+        if pid == postmaster:
+            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        elif ppid == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 def _local_head(conn: Any) -> int:
     return conn.execute("SELECT coalesce(max(commit_seq), 0) FROM events").fetchone()[0]
 
@@ -137,17 +178,18 @@ def run_case(folder: Path, url: str | None, writers: int, puts: int) -> dict[str
     for proc in procs:
         proc.start()
     _collect(acks_queue, procs, len(procs))  # every writer warmed up
+    postmaster = server_pid(url)
     go.set()
-    started, busy_started = time.time(), machine_busy_s()
+    started, busy_started, server_started = time.time(), machine_busy_s(), server_cpu_s(postmaster)
     reports = _collect(acks_queue, procs, len(procs))
-    busy = machine_busy_s() - busy_started
+    busy, server = machine_busy_s() - busy_started, server_cpu_s(postmaster) - server_started
     for proc in procs:
         proc.join(60)
     time.sleep(0.5)
     stop.set()
     watched = _collect(seen_queue, [watch], 1)[0]
     watch.join(60)
-    return _summarize(reports, watched, started, busy)
+    return _summarize(reports, watched, started, busy, server)
 
 
 def _collect(results: Any, procs: list[Any], count: int) -> list[Any]:
@@ -179,7 +221,7 @@ def _prepare_store(data_dir: Path, url: str | None) -> None:
 
 
 def _summarize(reports: list[dict[str, Any]], watched: dict[str, Any], started: float,
-               busy_s: float) -> dict[str, float]:
+               busy_s: float, server_s: float) -> dict[str, float]:
     acks = [ack for report in reports for ack in report["acks"]]
     seen = watched["seen"]
     finished = max(report["finished"] for report in reports)
@@ -193,7 +235,7 @@ def _summarize(reports: list[dict[str, Any]], watched: dict[str, Any], started: 
             "commit_p50": percentile(commits, 50),
             "writer_cpu_ms": sum(r["cpu_s"] for r in reports) * 1000 / puts,
             "observer_cpu_ms": watched["cpu_s"] * 1000 / puts,
-            "machine_cpu_ms": busy_s * 1000 / puts, "cores": busy_s / max(finished - started, 1e-9)}
+            "machine_cpu_ms": busy_s * 1000 / puts, "server_cpu_ms": server_s * 1000 / puts, "cores": busy_s / max(finished - started, 1e-9)}
 
 
 def admin_url(explicit: str | None) -> str | None:
@@ -245,9 +287,11 @@ def rows_for(writers: int, pg: dict[str, float], lite: dict[str, float],
           f"per write transaction (PostgreSQL's commit under it: p50 {pg['commit_p50']:.2f} ms); "
           f"lag p95 {pg['p95']:.2f} ms; {pg['missed']:.0f} acks unseen")
     for name, case in (("PostgreSQL", pg), ("SQLite", lite)):
+        server = "" if case["server_cpu_ms"] != case["server_cpu_ms"] else \
+            f", PostgreSQL server {case['server_cpu_ms']:.2f} ms"
         print(f"  {name}, CPU per put: writers {case['writer_cpu_ms']:.2f} ms, observer "
-              f"{case['observer_cpu_ms']:.2f} ms, whole machine {case['machine_cpu_ms']:.2f} ms "
-              f"({case['cores']:.2f} cores busy)")
+              f"{case['observer_cpu_ms']:.2f} ms{server}, whole machine {case['machine_cpu_ms']:.2f} ms "
+              f"({case['cores']:.2f} cores busy, other sessions' work included)")
     return rows
 
 
