@@ -15,6 +15,7 @@ its text indexed and embedded once: ``prefetching_sink`` and ``projection_sink``
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +46,7 @@ from memoree.log import logger
 __all__ = ["Follower"]
 
 MAX_BACKOFF_S = 5.0
+GATHER_MS = 5.0
 
 
 class Follower(threading.Thread):
@@ -62,8 +64,10 @@ class Follower(threading.Thread):
         # PostgreSQL session ids whose appends this host stores itself (its engine's): their
         # doorbells are not this follower's business.
         self.own_sessions = own_sessions
+        self.gather_s = float(os.environ.get("MEMOREE_FOLLOW_GATHER_MS", GATHER_MS)) / 1000
         self.applied = 0
-        self.rounds = 0
+        self.rounds = 0  # pages applied
+        self.woken = 0  # doorbells of other sessions answered
         self.last_error: str | None = None
         self._stopping = threading.Event()
         self._listen: Any = None
@@ -148,7 +152,17 @@ class Follower(threading.Thread):
             rung += [n.pid for n in self._listen.notifies(timeout=0)]
             own = self.own_sessions()
             if any(pid not in own for pid in rung):
+                self.woken += 1
+                self._gather()
                 return
+
+    def _gather(self) -> None:
+        """Let appends that follow close behind the one that rang join this round's page (one
+        local transaction, its text indexed and embedded once), and drain their rings."""
+        if self.gather_s > 0:
+            self._stopping.wait(self.gather_s)
+            for _ in self._listen.notifies(timeout=0):
+                pass
 
     def _disconnect(self) -> None:
         for resource in (self._listen, self._store, self._local):

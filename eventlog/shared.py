@@ -324,6 +324,7 @@ class SharedLog:
             if self.pg.in_transaction:  # not when the append committed it early (see ``append``)
                 self._commit_shared()
         except MemoreeError:
+            self.pg.rollback()
             self._rollback_local()
             raise
         try:

@@ -261,6 +261,31 @@ class TestPutsDecideOnTheirInput:
                      key="noop-key")
         assert "IDEMPOTENCY_CONFLICT" == conflict["error"]["code"], conflict
 
+    def test_a_put_whose_shared_commit_fails_leaves_nothing_behind_on_the_host(
+            self, shared_url: str, open_host: Any) -> None:
+        """The append that commits a lone put fails: the put answers a retryable error, the host's
+        replica and search hold nothing of it, and the retry commits."""
+        from memoree.errors import InternalError
+
+        a = open_host("a")
+        a.put_text("before", key="p0")
+        shared = a.service.engine.shared
+        append = shared.pg.append
+
+        def lose_the_connection(*args: Any, **kwargs: Any) -> None:
+            shared.pg.append = append
+            raise InternalError("the shared log is unreachable", retryable=True)
+
+        shared.pg.append = lose_the_connection
+        payload = {"kind": "note", "title": "t", "content": {"type": "text", "data": "quarry notebook"}}
+        failed = a("artifact.put", payload, key="p1")
+        assert "INTERNAL_ERROR" == failed["error"]["code"] and failed["error"]["retryable"], failed
+        assert 1 == a.service.engine.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        assert not a.ok("search", {"query": "quarry"})["result"]["hits"]
+        retried = a.ok("artifact.put", payload, key="p1")
+        assert (2, True) == (retried["commit_seq"], retried["result"]["created"])
+        assert a.ok("verify", {})["result"]["ok"]
+
     def test_a_read_catches_up_checkpoints_that_came_without_events(
             self, shared_url: str, tmp_path: Path, open_host: Any) -> None:
         """B seals (a checkpoint, no event); A's next read of its head copies the checkpoint."""
@@ -317,6 +342,37 @@ class TestBatchedCatchUp:
         assert 6 == a.head()
         assert 5 == len(a.ok("search", {"query": "meadow"})["result"]["hits"])
         assert a.ok("verify", {})["result"]["ok"]
+
+    def test_the_follower_sleeps_through_its_own_hosts_doorbells(self, shared_url: str, open_host: Any) -> None:
+        """A's own puts never wake A's follower (A stores them itself); one put on B does, and A
+        catches up."""
+        a, b = open_host("a"), open_host("b")
+        a.put_text("warm up", key="p0")
+        follower = a.service.engine.shared.follower
+        time.sleep(0.3)
+        woken = follower.woken
+        for i in range(5):
+            a.put_text(f"own {i}", key=f"own{i}")
+        time.sleep(0.3)
+        assert woken == follower.woken
+        from_b = b.put_text("from another host", key="b1")
+        wait_until(lambda: follower.woken > woken)
+        wait_until(lambda: a.service.engine.conn.execute(
+            "SELECT 1 FROM events WHERE commit_seq = ?", (from_b["commit_seq"],)).fetchone() is not None)
+
+    def test_appends_close_behind_one_another_reach_the_follower_as_one_page(
+            self, shared_url: str, open_host: Any) -> None:
+        """With a gathering window longer than B's burst, A's follower applies three puts in fewer
+        pages than puts."""
+        a, b = open_host("a"), open_host("b")
+        a.put_text("warm up", key="p0")
+        follower = a.service.engine.shared.follower
+        follower.gather_s = 2.0
+        rounds = follower.rounds
+        last = [b.put_text(f"burst {i}", key=f"burst{i}") for i in range(3)][-1]
+        wait_until(lambda: a.service.engine.conn.execute(
+            "SELECT 1 FROM events WHERE commit_seq = ?", (last["commit_seq"],)).fetchone() is not None)
+        assert follower.rounds - rounds < 3
 
     def test_the_follower_takes_a_stale_head_reading_in_its_stride(
             self, shared_url: str, open_host: Any) -> None:
