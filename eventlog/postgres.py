@@ -343,6 +343,17 @@ class PostgresEventStore:
             cursors = [self.conn.execute(sql, params) for sql, params in statements]
         return cursors[-1]
 
+    def fetch_at_once(self, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+        """The rows of several reads, sent in one round trip (with any queued statements)."""
+        if not self._depth:
+            self._reconnect_if_broken()
+        try:
+            with self.conn.pipeline():
+                cursors = [self.conn.execute(sql, params) for sql, params in [*self._take_pending(), *queries]]
+            return [cursor.fetchall() for cursor in cursors[len(cursors) - len(queries):]]
+        except psycopg.Error as exc:
+            raise translate_pg_error(exc, url=self.url) from exc
+
     def _take_pending(self) -> list[tuple[str, Sequence[Any] | None]]:
         pending, self._pending = self._pending, []
         return pending
@@ -652,12 +663,12 @@ class PostgresContentStore(ContentStore):
         if len(revisions) < 2:
             yield
             return
-        blobs = self.store._execute("SELECT hash, data FROM blobs WHERE hash = ANY(%s)",
-                                    ([r.blob_hash for r in revisions],)).fetchall()
         artifacts = {r.artifact_id for r in revisions}
-        purges = self.store._execute(
-            "SELECT stream_id, data FROM events WHERE type = 'artifact.purged' AND stream_id = ANY(%s)",
-            (list(artifacts),)).fetchall()
+        blobs, purges = self.store.fetch_at_once([
+            ("SELECT hash, data FROM blobs WHERE hash = ANY(%s)", ([r.blob_hash for r in revisions],)),
+            ("SELECT stream_id, data FROM events WHERE type = 'artifact.purged' AND stream_id = ANY(%s)",
+             (list(artifacts),)),
+        ])
         self._page = _PageOfRevisions({digest: bytes(data) for digest, data in blobs}, artifacts, {})
         for stream_id, data in purges:
             self._page.purges.setdefault(stream_id, []).append(bytes(data))
