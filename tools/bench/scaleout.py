@@ -1,6 +1,6 @@
 """Scale-out: appends per second and catch-up lag with 1, 2 and 4 writer processes, PostgreSQL vs SQLite.
 
-    python -m tools.bench.scaleout [--quick] [--puts N] [--pg-url URL]
+    python -m tools.bench.scaleout [--quick] [--puts N] [--pg-url URL] [--rounds R]
 
 Every writer process opens its own store and sends durable ``artifact.put`` mutations (1 KiB
 texts, full path: decide, append, projections, commit) for its share of ``N``; the writers warm
@@ -300,6 +300,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--puts", type=int, default=800, help="puts per case, shared by the writers")
     parser.add_argument("--pg-url", default=None, help="PostgreSQL admin URL (creates and drops a database)")
     parser.add_argument("--writers", default=",".join(map(str, WRITERS)), help="writer counts, e.g. 1,2,4")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat every writer count this many times, interleaved, and report "
+                             "medians (on a shared machine the load moves between cases)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a smoke run")
     args = parser.parse_args(argv)
     admin = admin_url(args.pg_url)
@@ -307,14 +310,33 @@ def main(argv: list[str] | None = None) -> list[Row]:
         print("scaleout bench needs PostgreSQL: pass --pg-url or set MEMOREE_BENCH_PG_URL", file=sys.stderr)
         raise SystemExit(2)
     puts = min(args.puts, 40) if args.quick else args.puts
+    counts = [int(w) for w in args.writers.split(",")]
+    runs: dict[int, list[tuple[dict[str, float], dict[str, float]]]] = {w: [] for w in counts}
+    for round_number in range(1, max(1, args.rounds) + 1):
+        for writers in counts:
+            pg, lite = measure(admin, writers, puts)
+            runs[writers].append((pg, lite))
+            if args.rounds > 1:
+                print(f"round {round_number}, {writers} writer(s): PostgreSQL {pg['rate']:.0f} /s, "
+                      f"SQLite {lite['rate']:.0f} /s, lag p99 {pg['p99']:.1f} ms, "
+                      f"lock p50 {pg['lock_p50']:.2f} ms (load average {os.getloadavg()[0]:.1f})")
     rows: list[Row] = []
-    one_host = None
-    for writers in (int(w) for w in args.writers.split(",")):
-        pg, lite = measure(admin, writers, puts)
-        one_host = pg if writers == 1 else one_host
+    one_host = _medians([pg for pg, _ in runs[1]]) if 1 in runs else None
+    for writers in counts:
+        pg, lite = _medians([pg for pg, _ in runs[writers]]), _medians([lite for _, lite in runs[writers]])
         rows += rows_for(writers, pg, lite, one_host)
+        if args.rounds > 1 and one_host is not None and writers > 1:
+            ratios = [n["rate"] / one["rate"] for (n, _), (one, _) in zip(runs[writers], runs[1], strict=True)]
+            print(f"  {writers} hosts vs 1, each round: " + ", ".join(f"{r:.2f}x" for r in ratios))
     print_table(rows)
     return rows
+
+
+def _medians(cases: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over the rounds (one round: the figures themselves)."""
+    import statistics
+
+    return {key: statistics.median(case[key] for case in cases) for key in cases[0]}
 
 
 if __name__ == "__main__":
