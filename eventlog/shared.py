@@ -16,16 +16,24 @@ then lets the handler load state and decide against them; the append lock (Postg
 and the insert (one pipeline: the head's move, guarded by the head read under the lock, and the
 rows). Under the lock the decision is checked optimistically: if the shared head moved
 past this host's replica since the catch-up, a creation with fresh ids stands unless one of those
-few events took its stream or idempotency key (they are applied first, then it; for a lone
-creation, which commits to PostgreSQL at once, after the lock is released); any other
+few events took its stream or idempotency key (they are applied first, then it); any other
 decision is discarded (``StaleDecision``), the host catches up under the lock and the handler
 decides again, so no decision is appended against a stale projection and no host's backlog is
-applied while it holds the lock. Commit is
-PostgreSQL first, then local: the replica is always a prefix of the shared log, and a host that
-dies between the two simply catches up again. Outside a transaction ``head()`` is this host's
-position; when the shared log is ahead it catches up briefly before answering, so a read with
-``min_commit_seq`` waits a moment or answers INDEX_NOT_READY. The background follower
-(``memoree.eventlog.follower``) keeps idle hosts current.
+applied while it holds the lock.
+
+A lone creation (``artifact.put``: the handler says it ``decides_on_input``) skips the catch-up
+before it: under the lock it needs only the head and an unchanged no-op count, PostgreSQL's unique
+keys refuse a stream or idempotency key another host took (the write then decides again, on a
+caught-up host, where a retry replays its original result), and its rows, doorbell and commit go
+in one round trip. Other hosts' events before it are read after the lock, stored and projected
+first, then its own. Pages of other hosts' events are applied as a batch (``prefetching_sink``:
+their blobs and purges in one round trip; the engine's sink indexes and embeds a page once).
+
+Commit is PostgreSQL first, then local: the replica is always a prefix of the shared log, and a
+host that dies between the two simply catches up again. Outside a transaction ``head()`` is this
+host's position; when the shared log is ahead (events, no-op records or checkpoints) it catches up
+briefly before answering, so a read with ``min_commit_seq`` waits a moment or answers
+INDEX_NOT_READY. The background follower (``memoree.eventlog.follower``) keeps idle hosts current.
 """
 
 from __future__ import annotations
