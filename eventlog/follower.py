@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memoree.errors import MemoreeError
+from memoree.errors import ConfigError, MemoreeError
 from memoree.eventlog.db import connect, sqlite3
 from memoree.eventlog.postgres import (
     NOTIFY_CHANNEL,
@@ -43,10 +43,26 @@ from memoree.eventlog.replica import (
 from memoree.eventlog.store import EventSink
 from memoree.log import logger
 
-__all__ = ["Follower"]
+__all__ = ["Follower", "gather_window_s"]
 
 MAX_BACKOFF_S = 5.0
 GATHER_MS = 5.0
+
+
+def gather_window_s() -> float:
+    """How long the follower waits after another host's doorbell, in seconds:
+    ``MEMOREE_FOLLOW_GATHER_MS`` (0 to 1000 ms), else ``GATHER_MS``."""
+    raw = os.environ.get("MEMOREE_FOLLOW_GATHER_MS")
+    if raw is None:
+        return GATHER_MS / 1000
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1000:  # NaN fails too
+        raise ConfigError(f"MEMOREE_FOLLOW_GATHER_MS must be a number of milliseconds from 0 to 1000, "
+                          f"not {raw!r}")
+    return value / 1000
 
 
 class Follower(threading.Thread):
@@ -64,7 +80,7 @@ class Follower(threading.Thread):
         # PostgreSQL session ids whose appends this host stores itself (its engine's): their
         # doorbells are not this follower's business.
         self.own_sessions = own_sessions
-        self.gather_s = float(os.environ.get("MEMOREE_FOLLOW_GATHER_MS", GATHER_MS)) / 1000
+        self.gather_s = gather_window_s()
         self.applied = 0
         self.rounds = 0  # pages applied
         self.woken = 0  # doorbells of other sessions answered

@@ -74,6 +74,27 @@ class TestConfiguration:
         monkeypatch.setenv("MEMOREE_LOG_URL", "postgresql://env@127.0.0.1/db")
         assert "postgresql://env@127.0.0.1/db" == log_url(config)
 
+    @pytest.mark.parametrize(("raw", "seconds"), [(None, 0.005), ("0", 0.0), ("12.5", 0.0125)])
+    def test_the_followers_gathering_window_comes_from_the_environment(
+            self, monkeypatch: pytest.MonkeyPatch, raw: str | None, seconds: float) -> None:
+        """MEMOREE_FOLLOW_GATHER_MS sets the window in milliseconds; unset, it is 5 ms."""
+        from memoree.eventlog.follower import gather_window_s
+
+        if raw is None:
+            monkeypatch.delenv("MEMOREE_FOLLOW_GATHER_MS", raising=False)
+        else:
+            monkeypatch.setenv("MEMOREE_FOLLOW_GATHER_MS", raw)
+        assert seconds == pytest.approx(gather_window_s())
+
+    @pytest.mark.parametrize("raw", ["soon", "-1", "5000", "nan"])
+    def test_a_bad_gathering_window_is_a_config_error(self, monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+        """Anything but 0 to 1000 milliseconds is CONFIG_ERROR naming the variable."""
+        from memoree.eventlog.follower import gather_window_s
+
+        monkeypatch.setenv("MEMOREE_FOLLOW_GATHER_MS", raw)
+        with pytest.raises(ConfigError, match="MEMOREE_FOLLOW_GATHER_MS"):
+            gather_window_s()
+
     def test_other_schemes_are_a_config_error(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A URL that is not postgresql:// is refused, with its password hidden."""
         monkeypatch.setenv("MEMOREE_LOG_URL", "mysql://u:secret@h/db")
