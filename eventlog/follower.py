@@ -70,7 +70,8 @@ class Follower(threading.Thread):
 
     def __init__(self, url: str, db_path: Path, make_sink: Callable[[Any], EventSink], *,
                  poll_s: float = 0.5, local_lock: Any = None,
-                 own_sessions: Callable[[], set[int]] = set) -> None:
+                 own_sessions: Callable[[], set[int]] = set,
+                 writing: Callable[[], bool] = lambda: False) -> None:
         super().__init__(name="memoree-follower", daemon=True)
         self.url = url
         self.db_path = db_path
@@ -80,6 +81,10 @@ class Follower(threading.Thread):
         # PostgreSQL session ids whose appends this host stores itself (its engine's): their
         # doorbells are not this follower's business.
         self.own_sessions = own_sessions
+        # Whether this host's engine is writing steadily: then each of its writes takes in what
+        # other hosts appended before it (a batch), and the follower only polls (reads that need
+        # freshness catch up on their own).
+        self.writing = writing
         self.gather_s = gather_window_s()
         self.applied = 0
         self.rounds = 0  # pages applied
@@ -168,6 +173,8 @@ class Follower(threading.Thread):
             rung += [n.pid for n in self._listen.notifies(timeout=0)]
             own = self.own_sessions()
             if any(pid not in own for pid in rung):
+                if self.writing():
+                    continue  # the engine's next write takes these events in, in one batch
                 self.woken += 1
                 self._gather()
                 return

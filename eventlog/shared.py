@@ -86,6 +86,9 @@ __all__ = ["INDEPENDENT_CREATIONS", "SharedLog", "require_recorded_key"]
 # Events whose decision reads no stream but their own, new one (fresh ids; a claim's evidence
 # sizes never change): other hosts' appends cannot make them stale, only a taken stream or key.
 INDEPENDENT_CREATIONS = frozenset({"artifact.created", "claim.asserted"})
+# A host that wrote this recently is writing steadily: its follower leaves other hosts' events
+# to the next write (see ``Follower.writing``).
+WRITING_S = 0.1
 
 
 # ---------------------------------------------------------------------- the store the engine uses
@@ -112,6 +115,7 @@ class SharedLog:
         self._shared_head = LogHead(0, GENESIS_HASH)
         self._lock_first = False
         self._lock_taken_at = 0.0
+        self.last_write = 0.0  # monotonic time of this host's last committed write
         self.lock_holds: deque[float] = deque(maxlen=100_000)  # seconds per write transaction
         # of which the shared commit (a lone creation: the append round trip, which commits)
         self.lock_commits: deque[float] = deque(maxlen=100_000)
@@ -137,8 +141,13 @@ class SharedLog:
 
         self.apply = prefetching_sink(self.cas, apply)
         self.follower = Follower(self.url, self.db_path, make_sink, poll_s=poll_s,
-                                 local_lock=self.local_lock, own_sessions=lambda: {self.pg.backend_pid})
+                                 local_lock=self.local_lock, own_sessions=lambda: {self.pg.backend_pid},
+                                 writing=self._writing)
         self.follower.start()
+
+    def _writing(self) -> bool:
+        """Whether this host committed a write within the last ``WRITING_S``."""
+        return time.monotonic() - self.last_write < WRITING_S
 
     def close(self) -> None:
         if self.follower is not None:
@@ -219,6 +228,7 @@ class SharedLog:
                 self._commit_both()
             finally:
                 self._release_lock()
+            self.last_write = time.monotonic()
 
     def _open_shared(self, *, catch_up_first: bool) -> None:
         """Catch up outside the append lock (unless told not to), then open the shared

@@ -381,6 +381,29 @@ class TestBatchedCatchUp:
         wait_until(lambda: a.service.engine.conn.execute(
             "SELECT 1 FROM events WHERE commit_seq = ?", (from_b["commit_seq"],)).fetchone() is not None)
 
+    def test_a_host_writing_steadily_leaves_other_hosts_events_to_its_writes(
+            self, shared_url: str, open_host: Any) -> None:
+        """While A counts as writing, B's doorbell does not wake A's follower; A's next put takes
+        B's event in ahead of its own. A write marks a host as writing for a moment only."""
+        from memoree.eventlog.shared import WRITING_S
+
+        a, b = open_host("a"), open_host("b")
+        a.put_text("warm up", key="p0")
+        shared = a.service.engine.shared
+        assert shared._writing()
+        time.sleep(WRITING_S * 1.5)
+        assert not shared._writing()
+        shared.follower.writing = lambda: True
+        woken = shared.follower.woken
+        from_b = b.put_text("from b while a writes", key="b1")
+        time.sleep(0.2)
+        assert woken == shared.follower.woken
+        mine = a.ok("artifact.put", {"kind": "note", "title": "a", "content": {"type": "text", "data": "a again"}},
+                    key="a1")
+        assert (from_b["commit_seq"] + 1, from_b["commit_seq"]) == (
+            mine["commit_seq"], a.service.engine.conn.execute(
+                "SELECT commit_seq FROM events WHERE commit_seq = ?", (from_b["commit_seq"],)).fetchone()[0])
+
     def test_appends_close_behind_one_another_reach_the_follower_as_one_page(
             self, shared_url: str, open_host: Any) -> None:
         """With a gathering window longer than B's burst, A's follower applies three puts in fewer
