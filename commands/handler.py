@@ -201,7 +201,9 @@ class CommandHandler:
 
     def _execute_once(self, op: str, command: Command, inp: msgspec.Struct, prepared: Any, scope: Scope,
                       idempotency_key: str, request_digest: str) -> Outcome:
-        with self.log.transaction() as conn:
+        # A command that decides on its input alone (``load_nothing``) needs no projection
+        # caught up first: a shared log may skip that (it catches up after the append instead).
+        with self.log.transaction(decides_on_input=command.load is load_nothing) as conn:
             state = command.load(conn, inp, prepared)
             command.authorize(state, inp, scope)
             replay = self.replay(conn, idempotency_key, request_digest)

@@ -9,47 +9,86 @@ integrity error: it is logged and retried, and nothing past it is ever applied.
 
 The follower has its own PostgreSQL connections and its own SQLite connection, so it never
 shares a transaction with the engine's writer; each page of events is one local transaction,
-which keeps the local write lock short.
+which keeps the local write lock short, and is applied as one batch (its blobs read in one query,
+its text indexed and embedded once: ``prefetching_sink`` and ``projection_sink``).
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memoree.errors import MemoreeError
+from memoree.errors import ConfigError, MemoreeError
 from memoree.eventlog.db import connect, sqlite3
 from memoree.eventlog.postgres import (
     NOTIFY_CHANNEL,
     DriverError,
     PostgresContentStore,
     PostgresEventStore,
+    SharedCounters,
     connect_pg,
 )
-from memoree.eventlog.replica import CATCH_UP_PAGE, REPLICA_SYNCHRONOUS, behind, catch_up
+from memoree.eventlog.replica import (
+    CATCH_UP_PAGE,
+    REPLICA_SYNCHRONOUS,
+    behind,
+    catch_up,
+    prefetching_sink,
+    replica_head,
+)
 from memoree.eventlog.store import EventSink
 from memoree.log import logger
 
-__all__ = ["Follower"]
+__all__ = ["Follower", "gather_window_s"]
 
 MAX_BACKOFF_S = 5.0
+GATHER_MS = 5.0
+
+
+def gather_window_s() -> float:
+    """How long the follower waits after another host's doorbell, in seconds:
+    ``MEMOREE_FOLLOW_GATHER_MS`` (0 to 1000 ms), else ``GATHER_MS``."""
+    raw = os.environ.get("MEMOREE_FOLLOW_GATHER_MS")
+    if raw is None:
+        return GATHER_MS / 1000
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1000:  # NaN fails too
+        raise ConfigError(f"MEMOREE_FOLLOW_GATHER_MS must be a number of milliseconds from 0 to 1000, "
+                          f"not {raw!r}")
+    return value / 1000
 
 
 class Follower(threading.Thread):
     """Follows the shared log into one host's SQLite file until stopped."""
 
     def __init__(self, url: str, db_path: Path, make_sink: Callable[[Any], EventSink], *,
-                 poll_s: float = 0.5, local_lock: Any = None) -> None:
+                 poll_s: float = 0.5, local_lock: Any = None,
+                 own_sessions: Callable[[], set[int]] = set,
+                 writing: Callable[[], bool] = lambda: False) -> None:
         super().__init__(name="memoree-follower", daemon=True)
         self.url = url
         self.db_path = db_path
         self.make_sink = make_sink
         self.poll_s = poll_s
         self.local_lock = local_lock or threading.Lock()
+        # PostgreSQL session ids whose appends this host stores itself (its engine's): their
+        # doorbells are not this follower's business.
+        self.own_sessions = own_sessions
+        # Whether this host's engine is writing steadily: then each of its writes takes in what
+        # other hosts appended before it (a batch), and the follower only polls (reads that need
+        # freshness catch up on their own).
+        self.writing = writing
+        self.gather_s = gather_window_s()
         self.applied = 0
-        self.rounds = 0
+        self.rounds = 0  # pages applied
+        self.woken = 0  # doorbells of other sessions answered
         self.last_error: str | None = None
         self._stopping = threading.Event()
         self._listen: Any = None
@@ -87,7 +126,8 @@ class Follower(threading.Thread):
             self._store = PostgresEventStore(self.url)
         if self._local is None:
             self._local = connect(self.db_path, synchronous=REPLICA_SYNCHRONOUS)
-            self._apply = self.make_sink(PostgresContentStore(self._store, self._local))
+            cas = PostgresContentStore(self._store, self._local)
+            self._apply = prefetching_sink(cas, self.make_sink(cas))
 
     def _catch_up(self) -> None:
         """Apply pages until this host holds the shared head, one local transaction per page.
@@ -96,16 +136,22 @@ class Follower(threading.Thread):
         (often the engine's own append got there first), so an idle check never blocks a writer.
         """
         assert self._store is not None
-        while not self._stopping.is_set() and behind(self._local, self._store.counters()):
-            if self._apply_page() == 0:
+        while not self._stopping.is_set():
+            shared = self._store.counters()
+            # Caught up to that reading when a page was not full: anything appended since rang
+            # the doorbell (LISTEN came first), so the next round starts from there.
+            if not behind(self._local, shared) or self._apply_page(shared) < CATCH_UP_PAGE:
                 return
 
-    def _apply_page(self) -> int:
+    def _apply_page(self, shared: SharedCounters) -> int:
+        """One page (toward ``shared``, read before the local lock) in one local transaction."""
         with self.local_lock:
             self._local.execute("BEGIN IMMEDIATE")
             try:
+                # The engine's own write may have taken this host past that reading meanwhile.
+                toward = shared if replica_head(self._local).commit_seq <= shared.seq else None
                 copied = catch_up(self._store, self._local, self._apply,
-                                  max_events=CATCH_UP_PAGE)
+                                  max_events=CATCH_UP_PAGE, shared=toward)
             except BaseException:
                 if self._local.in_transaction:
                     self._local.execute("ROLLBACK")
@@ -116,9 +162,30 @@ class Follower(threading.Thread):
         return copied
 
     def _wait_for_doorbell(self) -> None:
-        """Block until a notification (one already queued returns at once) or the poll interval."""
-        for _ in self._listen.notifies(timeout=self.poll_s, stop_after=1):
-            pass
+        """Block until another session's notification (one already queued returns at once) or
+        the poll interval. The engine's own appends are in this host's replica already, so their
+        doorbells wake nobody; the rings queued meanwhile are drained, so many cost one round."""
+        deadline = time.monotonic() + self.poll_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            rung = [n.pid for n in self._listen.notifies(timeout=remaining, stop_after=1)]
+            if not rung:
+                return
+            rung += [n.pid for n in self._listen.notifies(timeout=0)]
+            own = self.own_sessions()
+            if any(pid not in own for pid in rung):
+                if self.writing():
+                    continue  # the engine's next write takes these events in, in one batch
+                self.woken += 1
+                self._gather()
+                return
+
+    def _gather(self) -> None:
+        """Let appends that follow close behind the one that rang join this round's page (one
+        local transaction, its text indexed and embedded once), and drain their rings."""
+        if self.gather_s > 0:
+            self._stopping.wait(self.gather_s)
+            for _ in self._listen.notifies(timeout=0):
+                pass
 
     def _disconnect(self) -> None:
         for resource in (self._listen, self._store, self._local):

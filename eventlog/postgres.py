@@ -80,11 +80,21 @@ _CHECKPOINT_COLUMNS = "checkpoint_seq, tree_size, root, key_epoch, signed_at, no
 
 
 class SharedCounters(NamedTuple):
-    """What the head row counts: events (the head position), no-op records, checkpoints."""
+    """What the head row counts: events (the head position), no-op records, checkpoints; and the
+    hash of the event at the head (the genesis hash for an empty log)."""
 
     seq: int
     noops: int
     checkpoints: int
+    hash: bytes = GENESIS_HASH
+
+
+_HEAD_COLUMNS = "seq, noops, checkpoints, hash"
+
+
+def _counters(row: Sequence[Any]) -> SharedCounters:
+    seq, noops, checkpoints, digest = row
+    return SharedCounters(seq, noops, checkpoints, bytes(digest) if seq else GENESIS_HASH)
 
 
 def redact_url(url: str) -> str:
@@ -147,6 +157,9 @@ class PostgresEventStore:
         self.conn = self._connect()
         self._depth = 0
         self._appended = False
+        # Statements of the open transaction not sent yet (its BEGIN, blob rows): they travel in
+        # one pipeline with the transaction's next statement.
+        self._pending: list[tuple[str, Sequence[Any] | None]] = []
         ensure_schema(self.conn)
 
     # ------------------------------------------------------------------ transactions
@@ -167,17 +180,26 @@ class PostgresEventStore:
         self.commit()
 
     def begin_unlocked(self) -> None:
-        """Open a write transaction without the append lock (``lock()`` takes it when it must)."""
+        """Open a write transaction without the append lock (``lock()`` takes it when it must).
+
+        The BEGIN travels with the transaction's first statement, so it costs no round trip of
+        its own, and a transaction that sends nothing costs none at all.
+        """
         if self._depth:
             raise InternalError("a write transaction is already open on this connection")
-        self._execute("BEGIN")
+        self._pending = [("BEGIN", None)]
         self._depth, self._appended = 1, False
+
+    def execute_soon(self, sql: str, params: Sequence[Any]) -> None:
+        """Queue a write whose result nobody reads (a blob row) to go with the next statement."""
+        self._require_transaction("execute_soon")
+        self._pending.append((sql, params))
 
     def lock(self) -> SharedCounters:
         """Take the append lock inside the open transaction; return the counters it guards."""
         self._require_transaction("lock")
-        return SharedCounters(*self._execute(
-            "SELECT seq, noops, checkpoints FROM log_head WHERE singleton FOR UPDATE").fetchone())
+        return _counters(self._execute(
+            f"SELECT {_HEAD_COLUMNS} FROM log_head WHERE singleton FOR UPDATE").fetchone())
 
     def begin(self) -> SharedCounters:
         """Open the write transaction and take the append lock; return the locked counters."""
@@ -185,7 +207,7 @@ class PostgresEventStore:
             raise InternalError("a write transaction is already open on this connection")
         try:  # one round trip; on an idle connection found dead, _execute reconnects once
             cursor = self._execute(
-                "BEGIN; SELECT seq, noops, checkpoints FROM log_head WHERE singleton FOR UPDATE")
+                f"BEGIN; SELECT {_HEAD_COLUMNS} FROM log_head WHERE singleton FOR UPDATE")
             while cursor.nextset():
                 pass
             row = cursor.fetchone()
@@ -193,25 +215,40 @@ class PostgresEventStore:
             _rollback_quietly(self.conn)
             raise
         self._depth, self._appended = 1, False
-        return SharedCounters(*row)
+        return _counters(row)
 
     def commit(self) -> None:
         """Ring the doorbell once if anything was appended, then commit."""
+        pending, self._pending = self._pending, []
+        if pending == [("BEGIN", None)]:  # nothing reached the server: nothing to commit
+            self._depth, self._appended = 0, False
+            return
         try:
-            self.conn.execute(f"NOTIFY {NOTIFY_CHANNEL}; COMMIT" if self._appended else "COMMIT")
+            if pending:
+                self._pipeline([*pending, *self._commit_statements()])
+            else:
+                self.conn.execute(f"NOTIFY {NOTIFY_CHANNEL}; COMMIT" if self._appended else "COMMIT")
         except psycopg.Error as exc:
-            _rollback_quietly(self.conn)
-            failure = translate_pg_error(exc, url=self.url)
-            if failure.retryable:
-                failure.hint = ("The commit's outcome is unknown; retry with the same idempotency "
-                                "key, which returns the original result if it committed.")
-            raise failure from exc
+            raise self._commit_failure(exc) from exc
         finally:
             self._depth, self._appended = 0, False
 
-    def rollback(self) -> None:
-        self._depth, self._appended = 0, False
+    def _commit_statements(self) -> list[tuple[str, None]]:
+        return [(f"NOTIFY {NOTIFY_CHANNEL}", None)] * self._appended + [("COMMIT", None)]
+
+    def _commit_failure(self, exc: Exception) -> MemoreeError:
         _rollback_quietly(self.conn)
+        failure = translate_pg_error(exc, url=self.url)
+        if failure.retryable:
+            failure.hint = ("The commit's outcome is unknown; retry with the same idempotency "
+                            "key, which returns the original result if it committed.")
+        return failure
+
+    def rollback(self) -> None:
+        pending, self._pending = self._pending, []
+        self._depth, self._appended = 0, False
+        if pending[:1] != [("BEGIN", None)]:  # else nothing reached the server
+            _rollback_quietly(self.conn)
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -245,6 +282,7 @@ class PostgresEventStore:
             conn.execute(f"SET lock_timeout = '{int(self.lock_timeout_s)}s'")
         except psycopg.Error as exc:
             raise translate_pg_error(exc, url=self.url) from exc
+        self.backend_pid: int = conn.info.backend_pid  # the session's id, as notifications name it
         return conn
 
     def _reconnect_if_broken(self) -> None:
@@ -255,8 +293,11 @@ class PostgresEventStore:
         """Run one statement; outside a transaction a dead connection is replaced and retried once.
 
         Statements run outside a transaction are reads or idempotent blob writes, so running
-        one again on a fresh session is safe; inside a transaction a lost session is an error.
+        one again on a fresh session is safe; inside a transaction a lost session is an error,
+        unless its BEGIN had not been sent yet (then nothing of it reached the server).
         """
+        if self._pending:
+            return self._execute_with_pending(sql, params)
         if not self._depth:
             self._reconnect_if_broken()
         try:
@@ -273,19 +314,65 @@ class PostgresEventStore:
         except psycopg.Error as exc:
             raise translate_pg_error(exc, url=self.url) from failure
 
+    def _execute_with_pending(self, sql: str, params: Sequence[Any] | None) -> Any:
+        """Send the queued statements and this one in one pipeline; return this one's cursor."""
+        statements = [*self._pending, (sql, params)]
+        unsent = self._pending[0] == ("BEGIN", None)
+        try:
+            cursor = self._pipeline(statements)
+        except psycopg.OperationalError as exc:
+            if not (unsent and self.conn.broken):
+                raise translate_pg_error(exc, url=self.url) from exc
+            failure: Exception = exc
+        except psycopg.Error as exc:
+            raise translate_pg_error(exc, url=self.url) from exc
+        else:
+            self._pending = []
+            return cursor
+        try:
+            self.conn = self._connect()
+            cursor = self._pipeline(statements)
+        except psycopg.Error as exc:
+            raise translate_pg_error(exc, url=self.url) from failure
+        self._pending = []
+        return cursor
+
+    def _pipeline(self, statements: Sequence[tuple[str, Sequence[Any] | None]]) -> Any:
+        """Run statements in one round trip; return the last one's cursor (results fetched)."""
+        with self.conn.pipeline():
+            cursors = [self.conn.execute(sql, params) for sql, params in statements]
+        return cursors[-1]
+
+    def fetch_at_once(self, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+        """The rows of several reads, sent in one round trip (with any queued statements)."""
+        if not self._depth:
+            self._reconnect_if_broken()
+        try:
+            with self.conn.pipeline():
+                cursors = [self.conn.execute(sql, params) for sql, params in [*self._take_pending(), *queries]]
+            return [cursor.fetchall() for cursor in cursors[len(cursors) - len(queries):]]
+        except psycopg.Error as exc:
+            raise translate_pg_error(exc, url=self.url) from exc
+
+    def _take_pending(self) -> list[tuple[str, Sequence[Any] | None]]:
+        pending, self._pending = self._pending, []
+        return pending
+
     def _require_transaction(self, what: str) -> None:
         if not self._depth:
             raise InternalError(f"{what} outside a write transaction")
 
     # ------------------------------------------------------------------ appends
 
-    def append(self, events: Sequence[NewEvent], *, head: LogHead | None = None) -> list[RecordedEvent]:
+    def append(self, events: Sequence[NewEvent], *, head: LogHead | None = None,
+               commit: bool = False) -> list[RecordedEvent]:
         """Append events at the next positions; must run inside ``transaction()``.
 
         A caller holding the append lock that already knows the head (``head``: the position and
         hash read under the lock) saves a round trip: the head's move and the rows travel in one
         pipeline, the move guarded by that head, so a wrong one is an integrity error that
-        writes nothing instead of forking the chain.
+        writes nothing instead of forking the chain. With ``commit`` (and ``head``) the doorbell
+        and the commit travel in that pipeline too: the transaction ends with the append.
         """
         self._require_transaction("append")
         if not events:
@@ -296,8 +383,8 @@ class PostgresEventStore:
             seq += 1
             recorded.append(_record(event, seq, prev))
             prev = recorded[-1].hash
-        self._insert(recorded, events, moved_from=head)
         self._appended = True
+        self._insert(recorded, events, moved_from=head, commit=commit and head is not None)
         return recorded
 
     def append_recorded(self, events: Sequence[RecordedEvent]) -> None:
@@ -327,13 +414,16 @@ class PostgresEventStore:
         return last - count, bytes(digest)
 
     def _insert(self, records: Sequence[RecordedEvent], events: Sequence[Any], *,
-                moved_from: LogHead | None = None) -> None:
+                moved_from: LogHead | None = None, commit: bool = False) -> None:
         """Insert the rows and move the head's hash to the last one, in one round trip; with
-        ``moved_from`` the head's position moves too, from exactly that head or not at all."""
+        ``moved_from`` the head's position moves too, from exactly that head or not at all; with
+        ``commit`` the transaction commits in the same round trip."""
         rows = [(r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
                  r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash) for r in records]
         try:
             with self.conn.pipeline():
+                for sql, params in self._take_pending():
+                    self.conn.execute(sql, params)
                 if moved_from is None:
                     self.conn.execute("UPDATE log_head SET hash = %s WHERE singleton", (records[-1].hash,))
                 else:  # another head sets seq to -1: the CHECK fails before any row goes in
@@ -342,13 +432,19 @@ class PostgresEventStore:
                         "hash = %s WHERE singleton",
                         (moved_from.commit_seq, moved_from.hash, records[-1].commit_seq, records[-1].hash))
                 self.conn.cursor().executemany(_INSERT_EVENT, rows)
+                if commit:  # a failed statement above makes the server skip these
+                    for sql, params in self._commit_statements():
+                        self.conn.execute(sql, params)
         except pg_errors.CheckViolation as exc:
             raise IntegrityError("the shared log's head is not the one this host appended after",
                                  details={"commit_seq": moved_from.commit_seq if moved_from else None}) from exc
         except pg_errors.UniqueViolation as exc:
             raise _append_conflict(exc, _conflicting(exc, events)) from exc
         except psycopg.Error as exc:
-            raise translate_pg_error(exc, url=self.url) from exc
+            raise (self._commit_failure(exc) if commit else translate_pg_error(exc, url=self.url)) from exc
+        finally:
+            if commit:  # committed, or to be rolled back by the caller (``rollback`` still works)
+                self._depth, self._appended = 0, False
 
     # ------------------------------------------------------------------ reads
 
@@ -383,8 +479,8 @@ class PostgresEventStore:
 
     def counters(self) -> SharedCounters:
         """Events (the head position), no-op records and checkpoints, as the head row counts them."""
-        return SharedCounters(*self._execute(
-            "SELECT seq, noops, checkpoints FROM log_head WHERE singleton").fetchone())
+        return _counters(self._execute(
+            f"SELECT {_HEAD_COLUMNS} FROM log_head WHERE singleton").fetchone())
 
     # ------------------------------------------------------------------ no-op idempotency records
 
@@ -516,6 +612,19 @@ def translate_pg_error(exc: Exception, *, url: str | None = None) -> MemoreeErro
     return InternalError(f"shared log error: {text}")
 
 
+_REVISION_TYPES = frozenset({"artifact.created", "artifact.revised"})
+_INSERT_BLOB = "INSERT INTO blobs (hash, size, data) VALUES (%s, %s, %s) ON CONFLICT (hash) DO NOTHING"
+
+
+class _PageOfRevisions(NamedTuple):
+    """What ``PostgresContentStore.prefetched`` read for a page: blobs by hash, the artifacts it
+    asked about, and their purge events' stored bytes."""
+
+    blobs: dict[str, bytes]
+    artifacts: set[str]
+    purges: dict[str, list[bytes]]
+
+
 class PostgresContentStore(ContentStore):
     """The CAS with its bytes in the shared database's ``blobs`` table, so every host serves them.
 
@@ -532,15 +641,46 @@ class PostgresContentStore(ContentStore):
         self.store = store
         self.conn = replica_conn
         self.root = root or Path(os.devnull)
+        self._page: _PageOfRevisions | None = None
 
     def put(self, data: bytes, digest: str | None = None) -> str:
+        """Store the row in the open transaction (sent with its next statement), else at once."""
         digest = digest or digest_hex(data)
-        self.store._execute(
-            "INSERT INTO blobs (hash, size, data) VALUES (%s, %s, %s) ON CONFLICT (hash) DO NOTHING",
-            (digest, len(data), data))
+        row = (digest, len(data), data)
+        if self.store.in_transaction:
+            self.store.execute_soon(_INSERT_BLOB, row)
+        else:
+            self.store._execute(_INSERT_BLOB, row)
+        # The projections read these bytes back in the same transaction: hand them over directly.
+        self._just_stored = (digest, data)
         return digest
 
+    @contextmanager
+    def prefetched(self, events: Sequence[RecordedEvent]) -> Iterator[None]:
+        """While a page of events is applied: their revisions' blobs and the purges of their
+        artifacts, read in two queries for the page instead of two per revision."""
+        revisions = [e.payload for e in events if e.type in _REVISION_TYPES]
+        if len(revisions) < 2:
+            yield
+            return
+        artifacts = {r.artifact_id for r in revisions}
+        blobs, purges = self.store.fetch_at_once([
+            ("SELECT hash, data FROM blobs WHERE hash = ANY(%s)", ([r.blob_hash for r in revisions],)),
+            ("SELECT stream_id, data FROM events WHERE type = 'artifact.purged' AND stream_id = ANY(%s)",
+             (list(artifacts),)),
+        ])
+        self._page = _PageOfRevisions({digest: bytes(data) for digest, data in blobs}, artifacts, {})
+        for stream_id, data in purges:
+            self._page.purges.setdefault(stream_id, []).append(bytes(data))
+        try:
+            yield
+        finally:
+            self._page = None
+
     def _read(self, digest: str, size: int) -> bytes:
+        page = self._page
+        if page is not None and digest in page.blobs:
+            return page.blobs[digest]
         row = self.store._execute("SELECT data FROM blobs WHERE hash = %s", (digest,)).fetchone()
         if row is None:
             raise IntegrityError(f"blob {digest} is missing from the content store",
@@ -570,7 +710,17 @@ class PostgresContentStore(ContentStore):
 
         Asked of the whole shared log, not of a host's replica: a host catching up past an
         artifact's creation must know about a purge that comes later, whose row is already gone.
+        Bytes this host put in the open transaction are at hand, so they need not be asked about:
+        they are indexed as an embedded store indexes a new revision, and a purge that follows
+        erases them from the projections when it is applied.
         """
+        just_stored = self._just_stored
+        if just_stored is not None and just_stored[0] == digest and self.conn is not None \
+                and self.conn.in_transaction:
+            return False
+        page = self._page
+        if page is not None and artifact_id in page.artifacts:
+            return any(digest.encode() in data for data in page.purges.get(artifact_id, ()))
         sql = "SELECT 1 FROM events WHERE type = 'artifact.purged' AND position(%s::bytea IN data) > 0"
         params: tuple[Any, ...] = (digest.encode(),)
         if artifact_id is not None:

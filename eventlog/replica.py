@@ -16,7 +16,13 @@ from typing import Any
 from memoree.errors import IntegrityError
 from memoree.eventlog.checkpoints import insert_checkpoint
 from memoree.eventlog.codec import GENESIS_HASH
-from memoree.eventlog.postgres import PostgresEventStore, SharedCounters, recorded_from_raw, redact_url
+from memoree.eventlog.postgres import (
+    PostgresContentStore,
+    PostgresEventStore,
+    SharedCounters,
+    recorded_from_raw,
+    redact_url,
+)
 from memoree.eventlog.sqlite import INSERT_EVENT
 from memoree.eventlog.store import ChainBreak, EventSink, LogHead, RawEvent, RecordedEvent, first_chain_break
 
@@ -30,6 +36,7 @@ __all__ = [
     "copy_side_records",
     "local_counts",
     "has_projections",
+    "prefetching_sink",
     "replica_head",
     "require_same_history",
     "store_replica",
@@ -58,6 +65,16 @@ def store_replica(conn: Any, events: Sequence[RecordedEvent]) -> None:
          e.idempotency_key, e.request_digest, e.data, e.prev_hash, e.hash)
         for e in events
     ])
+
+
+def prefetching_sink(cas: PostgresContentStore, sink: EventSink) -> EventSink:
+    """``sink`` with each page's blobs and purges read from the shared log in one go first."""
+
+    def apply(conn: Any, events: Sequence[RecordedEvent]) -> None:
+        with cas.prefetched(events):
+            sink(conn, events)
+
+    return apply
 
 
 def has_projections(conn: Any) -> bool:

@@ -16,16 +16,24 @@ then lets the handler load state and decide against them; the append lock (Postg
 and the insert (one pipeline: the head's move, guarded by the head read under the lock, and the
 rows). Under the lock the decision is checked optimistically: if the shared head moved
 past this host's replica since the catch-up, a creation with fresh ids stands unless one of those
-few events took its stream or idempotency key (they are applied first, then it; for a lone
-creation, which commits to PostgreSQL at once, after the lock is released); any other
+few events took its stream or idempotency key (they are applied first, then it); any other
 decision is discarded (``StaleDecision``), the host catches up under the lock and the handler
 decides again, so no decision is appended against a stale projection and no host's backlog is
-applied while it holds the lock. Commit is
-PostgreSQL first, then local: the replica is always a prefix of the shared log, and a host that
-dies between the two simply catches up again. Outside a transaction ``head()`` is this host's
-position; when the shared log is ahead it catches up briefly before answering, so a read with
-``min_commit_seq`` waits a moment or answers INDEX_NOT_READY. The background follower
-(``memoree.eventlog.follower``) keeps idle hosts current.
+applied while it holds the lock.
+
+A lone creation (``artifact.put``: the handler says it ``decides_on_input``) skips the catch-up
+before it: under the lock it needs only the head and an unchanged no-op count, PostgreSQL's unique
+keys refuse a stream or idempotency key another host took (the write then decides again, on a
+caught-up host, where a retry replays its original result), and its rows, doorbell and commit go
+in one round trip. Other hosts' events before it are read after the lock, stored and projected
+first, then its own. Pages of other hosts' events are applied as a batch (``prefetching_sink``:
+their blobs and purges in one round trip; the engine's sink indexes and embeds a page once).
+
+Commit is PostgreSQL first, then local: the replica is always a prefix of the shared log, and a
+host that dies between the two simply catches up again. Outside a transaction ``head()`` is this
+host's position; when the shared log is ahead (events, no-op records or checkpoints) it catches up
+briefly before answering, so a read with ``min_commit_seq`` waits a moment or answers
+INDEX_NOT_READY. The background follower (``memoree.eventlog.follower``) keeps idle hosts current.
 """
 
 from __future__ import annotations
@@ -38,19 +46,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memoree.errors import ConfigError, InternalError, MemoreeError
+from memoree.errors import ConfigError, IdempotencyConflict, IntegrityError, InternalError, MemoreeError
 from memoree.eventlog.checkpoints import Checkpoint, list_checkpoints
 from memoree.eventlog.db import sqlite3
 from memoree.eventlog.follower import Follower
-from memoree.eventlog.postgres import PostgresContentStore, PostgresEventStore
+from memoree.eventlog.codec import GENESIS_HASH
+from memoree.eventlog.postgres import PostgresContentStore, PostgresEventStore, SharedCounters
 from memoree.eventlog.replica import (
     CATCH_UP_PAGE,
     INSERT_NOOP,
     READ_WAIT_S,
     REPLICA_SYNCHRONOUS,
+    behind,
     catch_up,
+    copy_side_records,
     has_projections,
     local_counts,
+    prefetching_sink,
     replica_head,
     require_same_history,
     store_replica,
@@ -65,6 +77,7 @@ from memoree.eventlog.store import (
     RawEvent,
     RecordedEvent,
     StaleDecision,
+    StreamVersionConflict,
 )
 from memoree.log import logger
 
@@ -73,6 +86,9 @@ __all__ = ["INDEPENDENT_CREATIONS", "SharedLog", "require_recorded_key"]
 # Events whose decision reads no stream but their own, new one (fresh ids; a claim's evidence
 # sizes never change): other hosts' appends cannot make them stale, only a taken stream or key.
 INDEPENDENT_CREATIONS = frozenset({"artifact.created", "claim.asserted"})
+# A host that wrote this recently is writing steadily: its follower leaves other hosts' events
+# to the next write (see ``Follower.writing``).
+WRITING_S = 0.1
 
 
 # ---------------------------------------------------------------------- the store the engine uses
@@ -91,14 +107,18 @@ class SharedLog:
         self.follower: Any = None
         self._depth = 0
         self._checkpoints_before = 0
-        # The append lock: the depth it was taken at (None: not held), the head it guards, and
-        # whether the next transaction takes it first (after a stale decision, so a retry wins).
+        # The append lock: the depth it was taken at (None: not held), the counters read under it,
+        # the head it guards, and whether the next transaction takes it first (after a stale
+        # decision, so a retry wins).
         self._locked_depth: int | None = None
-        self._shared_seq = 0
+        self._locked = SharedCounters(0, 0, 0)
+        self._shared_head = LogHead(0, GENESIS_HASH)
         self._lock_first = False
         self._lock_taken_at = 0.0
+        self.last_write = 0.0  # monotonic time of this host's last committed write
         self.lock_holds: deque[float] = deque(maxlen=100_000)  # seconds per write transaction
-        self.lock_commits: deque[float] = deque(maxlen=100_000)  # of which the shared commit
+        # of which the shared commit (a lone creation: the append round trip, which commits)
+        self.lock_commits: deque[float] = deque(maxlen=100_000)
         # Serializes this process's local writers (the engine and its follower) without SQLite's
         # sleeping busy handler; other processes on the same file still meet SQLite's own lock.
         self.local_lock = threading.Lock()
@@ -119,10 +139,15 @@ class SharedLog:
         """Attach the engine's projections (``apply``, kept current in every transaction) and start
         following; ``make_sink(cas)`` builds the follower's own projections on its own connection."""
 
-        self.apply = apply
+        self.apply = prefetching_sink(self.cas, apply)
         self.follower = Follower(self.url, self.db_path, make_sink, poll_s=poll_s,
-                                 local_lock=self.local_lock)
+                                 local_lock=self.local_lock, own_sessions=lambda: {self.pg.backend_pid},
+                                 writing=self._writing)
         self.follower.start()
+
+    def _writing(self) -> bool:
+        """Whether this host committed a write within the last ``WRITING_S``."""
+        return time.monotonic() - self.last_write < WRITING_S
 
     def close(self) -> None:
         if self.follower is not None:
@@ -168,9 +193,13 @@ class SharedLog:
     # -------------------------------------------------------------- transactions
 
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self, *, decides_on_input: bool = False) -> Iterator[Any]:
         """Catch this host up, yield the local connection (the append lock is taken at the first
         append), commit both. Nested use is a savepoint on both sides (group commit relies on it).
+
+        ``decides_on_input``: the decision reads no projection (a creation with fresh ids), so the
+        host is not caught up first; whatever other hosts appended meanwhile is taken in, in
+        order, after this write's append (see ``append``).
         """
         if self._depth:
             yield from self._savepoint()
@@ -178,7 +207,7 @@ class SharedLog:
         with self.local_lock:
             self._begin_local()
             try:
-                self._open_shared()
+                self._open_shared(catch_up_first=not decides_on_input)
             except BaseException:
                 self.pg.rollback()
                 self._rollback_local()
@@ -199,56 +228,65 @@ class SharedLog:
                 self._commit_both()
             finally:
                 self._release_lock()
+            self.last_write = time.monotonic()
 
-    def _open_shared(self) -> None:
-        """Catch up outside the append lock, then open the shared transaction; after a stale
-        decision, lock first and catch up under the lock instead (the retry cannot be stale)."""
+    def _open_shared(self, *, catch_up_first: bool) -> None:
+        """Catch up outside the append lock (unless told not to), then open the shared
+        transaction; after a stale decision, lock first and catch up under the lock instead (the
+        retry cannot be stale)."""
         if self._lock_first:
             self._lock_first = False
             locked = self.pg.begin()
-            self._hold_lock(locked.seq, depth=1)
+            self._hold_lock(locked, depth=1)
             catch_up(self.pg, self.conn, self.apply, shared=locked)
             return
-        catch_up(self.pg, self.conn, self.apply)
+        if catch_up_first:
+            catch_up(self.pg, self.conn, self.apply)
         self.pg.begin_unlocked()
 
-    def _hold_lock(self, seq: int, *, depth: int) -> None:
+    def _hold_lock(self, locked: SharedCounters, *, depth: int) -> None:
         if not self._lock_taken_at:
             self._lock_taken_at = time.perf_counter()
-        self._locked_depth, self._shared_seq = depth, seq
+        self._locked_depth, self._locked = depth, locked
+        self._shared_head = LogHead(locked.seq, locked.hash)
 
     def _release_lock(self) -> None:
         if self._lock_taken_at:
             self.lock_holds.append(time.perf_counter() - self._lock_taken_at)
         self._locked_depth, self._lock_taken_at = None, 0.0
 
-    def _lock_for_write(self, events: Sequence[NewEvent] = (), *,
-                        defer_foreign: bool = False) -> tuple[LogHead, list[RecordedEvent]]:
+    def _lock_for_write(self, events: Sequence[NewEvent] = (), *, lone: bool = False) -> tuple[LogHead, bool]:
         """Hold the append lock and check the decision optimistically against what other hosts
-        appended since this host caught up (usually nothing). Return the shared head, and those
-        other hosts' events when ``defer_foreign`` leaves them for the caller to take in after
-        the lock (``_take_in``); otherwise they are in the replica and projections already."""
+        appended since this host caught up. Return the shared head, and whether other hosts'
+        events before it are left for the caller to take in after the lock (``lone``, see
+        ``append``); otherwise they are in the replica and projections already."""
         if self._locked_depth is None:
-            self._hold_lock(self.pg.lock().seq, depth=self._depth)
+            self._hold_lock(self.pg.lock(), depth=self._depth)
         local = replica_head(self.conn)
-        if local.commit_seq == self._shared_seq:
-            return local, []
-        window = self._shared_seq - local.commit_seq
-        if events and all(e.type in INDEPENDENT_CREATIONS for e in events) and window <= CATCH_UP_PAGE:
-            # A creation with fresh ids reads no other stream: it stays valid unless another host
-            # took its stream or its idempotency key meanwhile. Those few events go first.
+        shared_seq = self._shared_head.commit_seq
+        if lone:
+            # A lone creation with fresh ids reads no other stream: it stays valid unless another
+            # host took its stream or its idempotency key, which the shared log's unique keys
+            # refuse at the append (``append`` then decides again). No-op records carry keys the
+            # events' unique key cannot see: one this host lacks sends the decision round again.
+            if local_counts(self.conn)[0] == self._locked.noops:
+                return self._shared_head, local.commit_seq < shared_seq
+        elif local.commit_seq == shared_seq:
+            return local, False
+        window = shared_seq - local.commit_seq
+        if not lone and events and all(e.type in INDEPENDENT_CREATIONS for e in events) \
+                and window <= CATCH_UP_PAGE:
+            # The same for a creation inside a group, which cannot commit early: those few
+            # events go first, read under the lock, and are checked here.
             foreign = verified_page(local, list(self.pg.read_raw(after=local.commit_seq, limit=window)),
-                                    self._shared_seq)
+                                    shared_seq)
             keys, streams = {e.idempotency_key for e in events}, {e.stream_id for e in events}
             if not any(f.idempotency_key in keys or f.stream_id in streams for f in foreign):
-                head = LogHead(foreign[-1].commit_seq, foreign[-1].hash)
-                if defer_foreign:
-                    return head, foreign
                 self._take_in(foreign)
-                return head, []
+                return self._shared_head, False
         self._lock_first = True
         raise StaleDecision("the shared log moved on while this host decided; deciding again",
-                            details={"shared_seq": self._shared_seq})
+                            details={"shared_seq": shared_seq})
 
     def _take_in(self, foreign: list[RecordedEvent]) -> None:
         """Store other hosts' verified events in the replica and project them."""
@@ -257,15 +295,31 @@ class SharedLog:
             if self.apply is not None:
                 self.apply(self.conn, foreign)
 
+    def _take_in_through(self, head: LogHead) -> None:
+        """Store and project, page by page and in order, other hosts' events up to ``head`` (the
+        position this host's own append followed), read outside the append lock."""
+        local = replica_head(self.conn)
+        while local.commit_seq < head.commit_seq:
+            want = min(CATCH_UP_PAGE, head.commit_seq - local.commit_seq)
+            foreign = verified_page(local, list(self.pg.read_raw(after=local.commit_seq, limit=want)),
+                                    head.commit_seq)
+            self._take_in(foreign)
+            local = LogHead(foreign[-1].commit_seq, foreign[-1].hash)
+        if local != head:
+            raise IntegrityError(
+                f"the shared log's event {head.commit_seq} is not the one this host appended after",
+                details={"commit_seq": head.commit_seq},
+                hint="A changed event in the shared log is corruption: stop writers, run `memoree verify`.")
+
     def prepare_retry(self) -> None:
         """After ``StaleDecision``: inside a group, lock and catch up now (the retry then decides
         on the current head); at the top level the next transaction locks first."""
         if not self._depth:
             return
         if self._locked_depth is None:
-            self._hold_lock(self.pg.lock().seq, depth=self._depth)
+            self._hold_lock(self.pg.lock(), depth=self._depth)
         catch_up(self.pg, self.conn, self.apply, shared=self.pg.counters())
-        self._shared_seq = replica_head(self.conn).commit_seq
+        self._shared_head = replica_head(self.conn)
         self._lock_first = False
 
     def _savepoint(self) -> Iterator[Any]:
@@ -288,6 +342,7 @@ class SharedLog:
             if self.pg.in_transaction:  # not when the append committed it early (see ``append``)
                 self._commit_shared()
         except MemoreeError:
+            self.pg.rollback()
             self._rollback_local()
             raise
         try:
@@ -313,7 +368,7 @@ class SharedLog:
         if newest > self._checkpoints_before:
             locked = self.pg.lock()  # taken now if no append took it; the counters either way
             if self._locked_depth is None:
-                self._hold_lock(locked.seq, depth=self._depth)
+                self._hold_lock(locked, depth=self._depth)
             if locked.checkpoints != self._checkpoints_before:
                 self._lock_first = True  # another host sealed meanwhile: seal again, locked first
                 raise StaleDecision("another host published a checkpoint while this one sealed",
@@ -332,20 +387,34 @@ class SharedLog:
         if not self._depth:
             raise InternalError("append outside a write transaction")
         lone = self._depth == 1 and bool(events) and all(e.type in INDEPENDENT_CREATIONS for e in events)
-        head, foreign = self._lock_for_write(events, defer_foreign=lone)
-        recorded = self.pg.append(events, head=head)  # the head is known: one round trip
+        head, behind_head = self._lock_for_write(events, lone=lone)
+        started = time.perf_counter()
+        try:
+            # The head is known: one round trip, which for a lone creation commits too (it has
+            # nothing else to write to the shared log), so the lock covers the append alone
+            # (lock, rows, commit) and not this host storing and projecting its own event and
+            # other hosts' new ones. A failure after the commit leaves the event durable (a
+            # retry with the same key finds it), as a failed local commit always could.
+            recorded = self.pg.append(events, head=head, commit=lone)
+        except (IdempotencyConflict, StreamVersionConflict) as exc:
+            if not behind_head:
+                raise
+            # Another host holds the key (a retry landing here?) or the stream: decide again on
+            # a caught-up host, where a retry of the same request replays its original result.
+            self._lock_first = True
+            raise StaleDecision("another host appended this write's idempotency key or stream; "
+                                "deciding again", details={"shared_seq": head.commit_seq}) from exc
         if lone:
-            # A lone creation has nothing else to write to the shared log: commit it now, so the
-            # lock covers the append alone (lock, other hosts' new events if any, rows, commit)
-            # and not this host storing and projecting those events and its own. A failure after
-            # this point leaves the event durable (a retry with the same key finds it), as a
-            # failed local commit always could.
-            self._commit_shared()
+            self.lock_commits.append(time.perf_counter() - started)
             self._release_lock()
-            self._take_in(foreign)  # other hosts' events precede this one here too
+            if behind_head:
+                self._take_in_through(head)  # other hosts' events precede this one here too
+            if self._locked.checkpoints > self._checkpoints_before:  # other hosts sealed meanwhile
+                copy_side_records(self.pg, self.conn, self._locked)
+                self._checkpoints_before = self._locked.checkpoints  # none of them is this host's
         store_replica(self.conn, recorded)
         if recorded:
-            self._shared_seq = recorded[-1].commit_seq
+            self._shared_head = LogHead(recorded[-1].commit_seq, recorded[-1].hash)
         return recorded
 
     def record_noop(self, key: str, request_digest: str, operation: str, commit_seq: int,
@@ -390,16 +459,15 @@ class SharedLog:
         return replica_head(self.conn)
 
     def _catch_up_for_read(self) -> None:
-        """Bring this host toward the shared head within ``READ_WAIT_S``; never fail a read."""
+        """Bring this host toward the shared head (events, no-op records and checkpoints: a
+        write that decides on its input alone does not catch up first) within ``READ_WAIT_S``;
+        never fail a read."""
         deadline = time.monotonic() + READ_WAIT_S
         try:
-            shared = self.pg.head().commit_seq
-            while replica_head(self.conn).commit_seq < shared and time.monotonic() < deadline:
-                if self.apply is None:
-                    return
+            shared = self.pg.counters()
+            while self.apply is not None and behind(self.conn, shared) and time.monotonic() < deadline:
                 with self._local_write():
-                    if catch_up(self.pg, self.conn, self.apply, max_events=CATCH_UP_PAGE) == 0:
-                        return
+                    catch_up(self.pg, self.conn, self.apply, max_events=CATCH_UP_PAGE, shared=shared)
         except (MemoreeError, sqlite3.Error) as exc:
             logger().warning("shared_log_catch_up_failed", error=getattr(exc, "message", str(exc)))
 

@@ -83,12 +83,14 @@ class SqliteEventStore:
         execute_script(conn, CHECKPOINT_SCHEMA)
 
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self, *, decides_on_input: bool = False) -> Iterator[Any]:
         """One write transaction (``BEGIN IMMEDIATE``).
 
         Nested use becomes a savepoint inside the outer transaction: a failure rolls back only
         the inner unit, and nothing is durable until the outermost transaction commits. Group
         commit relies on this: several requests, each in its own savepoint, one COMMIT.
+        ``decides_on_input`` (a hint for a shared log: nothing to catch up first) changes nothing
+        here, where this file is the whole log.
         """
         if self._depth:
             yield from self._savepoint()

@@ -100,9 +100,19 @@ def apply_events(conn: Any, projectors: Sequence[Projector], events: Sequence[Re
 
 
 def projection_sink(projectors: Sequence[Projector]) -> EventSink:
-    """An ``EventSink`` that applies events to ``projectors`` (how a shared log's replica feeds them)."""
+    """An ``EventSink`` that applies events to ``projectors`` (how a shared log's replica feeds
+    them). A page of several events is applied in ``deferred_mode``: its text is indexed and
+    embedded once for the page, as a group's is, instead of once per event."""
     chosen = list(projectors)
-    return lambda conn, events: apply_events(conn, chosen, events)
+
+    def sink(conn: Any, events: Sequence[RecordedEvent]) -> None:
+        if len(events) < 2:
+            apply_events(conn, chosen, events)
+            return
+        with deferred_mode(conn, chosen):
+            apply_events(conn, chosen, events)
+
+    return sink
 
 
 def reset(conn: Any, projector: Projector) -> None:
@@ -117,15 +127,23 @@ def reset(conn: Any, projector: Projector) -> None:
     )
 
 
+# Projectors (by id) inside a ``deferred_mode`` now: an inner one (a page of other hosts' events
+# applied inside a group) joins the outer deferral, which covers every row past its own mark.
+_deferring: set[int] = set()
+
+
 @contextmanager
 def deferred_mode(conn: Any, projectors: Sequence[Projector]) -> Iterator[None]:
     """A group of mutations in one transaction: projectors that can (FTS, vectors) do their
-    per-text work once, at the group's end, through their own ``deferred(conn)``."""
+    per-text work once, at the group's end, through their own ``deferred(conn)``. Nested use
+    defers to the outermost block."""
     with ExitStack() as stack:
         for projector in projectors:
             deferred = getattr(projector, "deferred", None)
-            if deferred is not None:
+            if deferred is not None and id(projector) not in _deferring:
                 stack.enter_context(deferred(conn))
+                _deferring.add(id(projector))
+                stack.callback(_deferring.discard, id(projector))
         yield
 
 

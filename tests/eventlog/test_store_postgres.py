@@ -173,7 +173,7 @@ class TestPostgresSpecifics:
         with pytest.raises(IntegrityError), store.transaction():
             store.insert_checkpoint(checkpoint)
         assert [checkpoint] == store.list_checkpoints()
-        assert (1, 1, 1) == tuple(store.counters())
+        assert (1, 1, 1) == tuple(store.counters())[:3]
         store.close()
 
     def test_migration_appends_recorded_events_verbatim_or_refuses(self, pg_url: str) -> None:

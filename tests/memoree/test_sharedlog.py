@@ -74,6 +74,27 @@ class TestConfiguration:
         monkeypatch.setenv("MEMOREE_LOG_URL", "postgresql://env@127.0.0.1/db")
         assert "postgresql://env@127.0.0.1/db" == log_url(config)
 
+    @pytest.mark.parametrize(("raw", "seconds"), [(None, 0.005), ("0", 0.0), ("12.5", 0.0125)])
+    def test_the_followers_gathering_window_comes_from_the_environment(
+            self, monkeypatch: pytest.MonkeyPatch, raw: str | None, seconds: float) -> None:
+        """MEMOREE_FOLLOW_GATHER_MS sets the window in milliseconds; unset, it is 5 ms."""
+        from memoree.eventlog.follower import gather_window_s
+
+        if raw is None:
+            monkeypatch.delenv("MEMOREE_FOLLOW_GATHER_MS", raising=False)
+        else:
+            monkeypatch.setenv("MEMOREE_FOLLOW_GATHER_MS", raw)
+        assert seconds == pytest.approx(gather_window_s())
+
+    @pytest.mark.parametrize("raw", ["soon", "-1", "5000", "nan"])
+    def test_a_bad_gathering_window_is_a_config_error(self, monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+        """Anything but 0 to 1000 milliseconds is CONFIG_ERROR naming the variable."""
+        from memoree.eventlog.follower import gather_window_s
+
+        monkeypatch.setenv("MEMOREE_FOLLOW_GATHER_MS", raw)
+        with pytest.raises(ConfigError, match="MEMOREE_FOLLOW_GATHER_MS"):
+            gather_window_s()
+
     def test_other_schemes_are_a_config_error(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A URL that is not postgresql:// is refused, with its password hidden."""
         monkeypatch.setenv("MEMOREE_LOG_URL", "mysql://u:secret@h/db")
@@ -188,6 +209,230 @@ class TestCatchUp:
         monkeypatch.setenv("MEMOREE_LOG_URL", shared_url)
         with pytest.raises(IntegrityError):
             Service(tmp_path / "solo").engine
+
+
+class TestPutsDecideOnTheirInput:
+    """A put reads no projection, so a host does not catch up before it: what other hosts
+    appended meanwhile is taken in, in order, after the put's append; the shared log's unique keys
+    and the no-op count guard what the host has not seen."""
+
+    @staticmethod
+    def behind(host: Caller) -> Caller:
+        """``host`` with its follower stopped: only its own writes and reads bring it current."""
+        host.service.engine.shared.follower.stop()
+        return host
+
+    def test_a_put_on_a_host_behind_lands_after_the_others_and_the_host_holds_them(
+            self, shared_url: str, open_host: Any) -> None:
+        """A, five events behind, puts without catching up first: its event is the sixth, and A's
+        replica and projections then hold all six, in order, and verify against a replay."""
+        a, b = open_host("a"), open_host("b")
+        self.behind(a)
+        for i in range(5):
+            b.put_text(f"lantern from b number {i}", key=f"b{i}")
+        assert 0 == a.service.engine.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        shared = a.service.engine.shared
+        reads, read_raw = [], shared.pg.read_raw
+
+        def read_noting_the_lock(*args: Any, **kwargs: Any) -> Any:
+            reads.append((bool(shared._lock_taken_at), len(shared.lock_commits)))
+            return read_raw(*args, **kwargs)
+
+        shared.pg.read_raw = read_noting_the_lock
+        commits = len(shared.lock_commits)
+        mine = a.ok("artifact.put", {"kind": "note", "title": "a", "content": {"type": "text", "data": "lantern from a"}},
+                    key="a0")
+        assert 6 == mine["commit_seq"]
+        assert reads and {(False, commits + 1)} == set(reads)  # read once the put committed and let go of the lock
+        seqs = [r[0] for r in a.service.engine.conn.execute("SELECT commit_seq FROM events ORDER BY commit_seq")]
+        assert [1, 2, 3, 4, 5, 6] == seqs
+        assert 6 == len(a.ok("search", {"query": "lantern"})["result"]["hits"])
+        assert a.ok("verify", {})["result"]["ok"]
+
+    def test_a_retry_landing_on_a_host_that_has_not_seen_the_original_replays_it(
+            self, shared_url: str, open_host: Any) -> None:
+        """B puts under a key; the same request retried on A (behind) returns B's result, not a new
+        artifact; another request under that key is IDEMPOTENCY_CONFLICT there too."""
+        a, b = open_host("a"), open_host("b")
+        self.behind(a)
+        payload = {"kind": "note", "title": "t", "content": {"type": "text", "data": "retried on another host"}}
+        original = b.ok("artifact.put", payload, key="same-key")
+        retried = a.ok("artifact.put", payload, key="same-key")
+        assert (original["commit_seq"], original["result"]["artifact_id"], False) == (
+            retried["commit_seq"], retried["result"]["artifact_id"], retried["result"]["created"])
+        other = a("artifact.put", {**payload, "title": "another request"}, key="same-key")
+        assert "IDEMPOTENCY_CONFLICT" == other["error"]["code"], other
+        with psycopg.connect(shared_url) as conn:
+            assert 1 == conn.execute("SELECT count(*) FROM events").fetchone()[0]
+
+    def test_a_key_another_host_recorded_as_a_no_op_is_not_reused_by_a_put(
+            self, shared_url: str, open_host: Any) -> None:
+        """B records a no-op (an identical relation) under a key; a put under that key on A,
+        which holds B's events but not the no-op record, is IDEMPOTENCY_CONFLICT."""
+        a, b = open_host("a"), open_host("b")
+        claims = [b.ok("claim.assert", {"claim_type": "fact", "statement": s}, key=f"c{s}")["result"]
+                  for s in ("left", "right")]
+        edge = {"source_type": "claim", "source_id": claims[0]["claim_id"], "relation": "supports",
+                "target_type": "claim", "target_id": claims[1]["claim_id"]}
+        b.ok("relation.put", edge, key="r1")
+        a.head()
+        self.behind(a)
+        b.ok("relation.put", edge, key="noop-key")  # identical edge: a no-op record, no event
+        conflict = a("artifact.put", {"kind": "note", "title": "t", "content": {"type": "text", "data": "x"}},
+                     key="noop-key")
+        assert "IDEMPOTENCY_CONFLICT" == conflict["error"]["code"], conflict
+
+    def test_a_put_whose_shared_commit_fails_leaves_nothing_behind_on_the_host(
+            self, shared_url: str, open_host: Any) -> None:
+        """The append that commits a lone put fails: the put answers a retryable error, the host's
+        replica and search hold nothing of it, and the retry commits."""
+        from memoree.errors import InternalError
+
+        a = open_host("a")
+        a.put_text("before", key="p0")
+        shared = a.service.engine.shared
+        append = shared.pg.append
+
+        def lose_the_connection(*args: Any, **kwargs: Any) -> None:
+            shared.pg.append = append
+            raise InternalError("the shared log is unreachable", retryable=True)
+
+        shared.pg.append = lose_the_connection
+        payload = {"kind": "note", "title": "t", "content": {"type": "text", "data": "quarry notebook"}}
+        failed = a("artifact.put", payload, key="p1")
+        assert "INTERNAL_ERROR" == failed["error"]["code"] and failed["error"]["retryable"], failed
+        assert 1 == a.service.engine.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        assert not a.ok("search", {"query": "quarry"})["result"]["hits"]
+        retried = a.ok("artifact.put", payload, key="p1")
+        assert (2, True) == (retried["commit_seq"], retried["result"]["created"])
+        assert a.ok("verify", {})["result"]["ok"]
+
+    def test_a_read_catches_up_checkpoints_that_came_without_events(
+            self, shared_url: str, tmp_path: Path, open_host: Any) -> None:
+        """B seals (a checkpoint, no event); A's next read of its head copies the checkpoint."""
+        a = open_host("a")
+        a.put_text("to be sealed", key="p1")
+        a.service.engine.node_key()
+        shutil.copytree(tmp_path / "a" / "keys", tmp_path / "b" / "keys")
+        b = open_host("b")
+        b.head()
+        self.behind(a)
+        assert sealing.seal(b.service.engine) is not None
+        a.head()
+        assert 1 == a.service.engine.conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+
+
+class TestBatchedCatchUp:
+    """Other hosts' events are applied a page at a time, with the page's text indexed and embedded
+    once and its blobs and purges read in one go: the projections are the ones a replay builds."""
+
+    def test_a_page_with_revisions_and_a_purge_projects_as_a_replay_does(
+            self, shared_url: str, open_host: Any) -> None:
+        """B, behind, takes in A's puts, a revise and a purge in one page: search finds the kept
+        texts, not the purged one, and B's projections verify against a replay of the log."""
+        a, b = open_host("a"), open_host("b")
+        b.head()
+        b.service.engine.shared.follower.stop()
+        kept = [a.put_text(f"orchard ledger entry {i}", key=f"k{i}") for i in range(3)]
+        a.ok("artifact.revise", {"artifact_id": kept[0]["artifact_id"], "if_revision": kept[0]["revision_id"],
+                                 "content": {"type": "text", "data": "orchard ledger entry zero, revised"}}, key="rv")
+        doomed = a.put_text("orchard secret to erase", key="d")
+        a.ok("artifact.purge", {"artifact_id": doomed["artifact_id"], "reason": "erasure request"}, key="x")
+        b.head()  # one read: the whole backlog in one page
+        assert a.head() == b.head()
+        hits = b.ok("search", {"query": "orchard ledger"})["result"]["hits"]
+        assert {k["artifact_id"] for k in kept} <= {hit["entity_id"] for hit in hits}
+        assert "secret" not in str(b.ok("search", {"query": "orchard secret"})["result"]["hits"])
+        assert "revised" in str(b.ok("search", {"query": "revised"})["result"])
+        assert b.ok("verify", {})["result"]["ok"]
+
+    def test_events_taken_in_inside_a_group_join_the_groups_deferral(
+            self, shared_url: str, open_host: Any) -> None:
+        """A group on A whose first append takes in B's events (appended after the group caught
+        up) indexes and embeds all of them at the group's end: search finds every text and A
+        verifies clean."""
+        a, b = open_host("a"), open_host("b")
+        a.put_text("first", key="p0")
+        engine = a.service.engine
+        engine.shared.follower.stop()
+        with engine.group():
+            for i in range(3):
+                b.put_text(f"meadow from b {i}", key=f"b{i}")
+            a.put_text("meadow from a, one", key="g1")
+            a.put_text("meadow from a, two", key="g2")
+        assert 6 == a.head()
+        assert 5 == len(a.ok("search", {"query": "meadow"})["result"]["hits"])
+        assert a.ok("verify", {})["result"]["ok"]
+
+    def test_the_follower_sleeps_through_its_own_hosts_doorbells(self, shared_url: str, open_host: Any) -> None:
+        """A's own puts never wake A's follower (A stores them itself); one put on B does, and A
+        catches up."""
+        a, b = open_host("a"), open_host("b")
+        a.put_text("warm up", key="p0")
+        follower = a.service.engine.shared.follower
+        time.sleep(0.3)
+        woken = follower.woken
+        for i in range(5):
+            a.put_text(f"own {i}", key=f"own{i}")
+        time.sleep(0.3)
+        assert woken == follower.woken
+        from_b = b.put_text("from another host", key="b1")
+        wait_until(lambda: follower.woken > woken)
+        wait_until(lambda: a.service.engine.conn.execute(
+            "SELECT 1 FROM events WHERE commit_seq = ?", (from_b["commit_seq"],)).fetchone() is not None)
+
+    def test_a_host_writing_steadily_leaves_other_hosts_events_to_its_writes(
+            self, shared_url: str, open_host: Any) -> None:
+        """While A counts as writing, B's doorbell does not wake A's follower; A's next put takes
+        B's event in ahead of its own. A write marks a host as writing for a moment only."""
+        from memoree.eventlog.shared import WRITING_S
+
+        a, b = open_host("a"), open_host("b")
+        a.put_text("warm up", key="p0")
+        shared = a.service.engine.shared
+        assert shared._writing()
+        time.sleep(WRITING_S * 1.5)
+        assert not shared._writing()
+        shared.follower.writing = lambda: True
+        woken = shared.follower.woken
+        from_b = b.put_text("from b while a writes", key="b1")
+        time.sleep(0.2)
+        assert woken == shared.follower.woken
+        mine = a.ok("artifact.put", {"kind": "note", "title": "a", "content": {"type": "text", "data": "a again"}},
+                    key="a1")
+        assert (from_b["commit_seq"] + 1, from_b["commit_seq"]) == (
+            mine["commit_seq"], a.service.engine.conn.execute(
+                "SELECT commit_seq FROM events WHERE commit_seq = ?", (from_b["commit_seq"],)).fetchone()[0])
+
+    def test_appends_close_behind_one_another_reach_the_follower_as_one_page(
+            self, shared_url: str, open_host: Any) -> None:
+        """With a gathering window longer than B's burst, A's follower applies three puts in fewer
+        pages than puts."""
+        a, b = open_host("a"), open_host("b")
+        a.put_text("warm up", key="p0")
+        follower = a.service.engine.shared.follower
+        follower.gather_s = 2.0
+        rounds = follower.rounds
+        last = [b.put_text(f"burst {i}", key=f"burst{i}") for i in range(3)][-1]
+        wait_until(lambda: a.service.engine.conn.execute(
+            "SELECT 1 FROM events WHERE commit_seq = ?", (last["commit_seq"],)).fetchone() is not None)
+        assert follower.rounds - rounds < 3
+
+    def test_the_follower_takes_a_stale_head_reading_in_its_stride(
+            self, shared_url: str, open_host: Any) -> None:
+        """Counters the follower read before the host's own write moved it further are no error."""
+        from memoree.eventlog.postgres import SharedCounters
+
+        a = open_host("a")
+        a.put_text("one", key="p1")
+        a.put_text("two", key="p2")
+        follower = a.service.engine.shared.follower
+        follower.stop()
+        follower._connect()
+        try:
+            assert 0 == follower._apply_page(SharedCounters(1, 0, 0))
+        finally:
+            follower._disconnect()
 
 
 class TestPurge:

@@ -1,6 +1,6 @@
 """Scale-out: appends per second and catch-up lag with 1, 2 and 4 writer processes, PostgreSQL vs SQLite.
 
-    python -m tools.bench.scaleout [--quick] [--puts N] [--pg-url URL]
+    python -m tools.bench.scaleout [--quick] [--puts N] [--pg-url URL] [--rounds R]
 
 Every writer process opens its own store and sends durable ``artifact.put`` mutations (1 KiB
 texts, full path: decide, append, projections, commit) for its share of ``N``; the writers warm
@@ -15,6 +15,11 @@ up, then start together. Measured in the same run, on the same machine:
 - **SQLite** (baseline): every writer opens the same data dir, serialized by ``BEGIN
   IMMEDIATE``; embedded mode has no second host, so the "follower" is a reader of the same file,
   and its lag is plain visibility.
+
+For both it prints the CPU time per put of the writers (together), of the observer, of the
+PostgreSQL server's processes (when the server runs on this machine and its ``postmaster.pid``
+is readable) and of the whole machine (``/proc/stat``: other sessions' work included, so on a
+shared machine it says how much of the cores the run got, not what it cost).
 
 Both observers poll their local file every 2 ms. The PostgreSQL admin URL comes from
 ``--pg-url``, ``MEMOREE_BENCH_PG_URL`` or ``MEMOREE_TEST_PG_URL``; each run creates and drops
@@ -66,6 +71,7 @@ def writer(data_dir: str, url: str | None, worker: int, count: int, go: Any, res
     assert service.handle_bytes(request(worker, -1)).ok
     results.put("ready")
     go.wait()
+    cpu_started = time.process_time()
     acks = []
     for i in range(count):
         reply = service.handle_bytes(request(worker, i))
@@ -74,7 +80,8 @@ def writer(data_dir: str, url: str | None, worker: int, count: int, go: Any, res
     shared = service.engine.shared
     holds = [seconds * 1000 for seconds in shared.lock_holds] if shared is not None else []
     commits = [seconds * 1000 for seconds in shared.lock_commits] if shared is not None else []
-    results.put({"acks": acks, "finished": time.time(), "lock_ms": holds, "commit_ms": commits})
+    results.put({"acks": acks, "finished": time.time(), "lock_ms": holds, "commit_ms": commits,
+                 "cpu_s": time.process_time() - cpu_started})
     service.close()
 
 
@@ -89,6 +96,7 @@ def observer(data_dir: str, url: str | None, ready: Any, stop: Any, results: Any
     seen: dict[int, float] = {}
     last = _local_head(conn)
     ready.set()
+    cpu_started = time.process_time()
     while not stop.is_set():
         head = _local_head(conn)
         now = time.time()
@@ -96,8 +104,55 @@ def observer(data_dir: str, url: str | None, ready: Any, stop: Any, results: Any
             seen[seq] = now
         last = head
         time.sleep(POLL_S)
-    results.put(seen)
+    results.put({"seen": seen, "cpu_s": time.process_time() - cpu_started})
     service.close()
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy so far (every process, every core), from /proc/stat."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(f) for f in stat.readline().split()[1:]]
+    except OSError:
+        return float("nan")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def server_pid(url: str | None) -> int | None:
+    """The PostgreSQL postmaster's pid when the server runs on this machine (else None)."""
+    if url is None:
+        return None
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+        pid = int(Path(data_dir, "postmaster.pid").read_text().split()[0])
+        Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError, IndexError, psycopg.Error):
+        return None
+    return pid
+
+
+def server_cpu_s(postmaster: int | None) -> float:
+    """CPU seconds the server's processes have used: the live ones plus those it reaped."""
+    if postmaster is None:
+        return float("nan")
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(entry.name), int(fields[1])
+        if pid == postmaster:
+            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        elif ppid == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 def _local_head(conn: Any) -> int:
@@ -123,16 +178,18 @@ def run_case(folder: Path, url: str | None, writers: int, puts: int) -> dict[str
     for proc in procs:
         proc.start()
     _collect(acks_queue, procs, len(procs))  # every writer warmed up
+    postmaster = server_pid(url)
     go.set()
-    started = time.time()
+    started, busy_started, server_started = time.time(), machine_busy_s(), server_cpu_s(postmaster)
     reports = _collect(acks_queue, procs, len(procs))
+    busy, server = machine_busy_s() - busy_started, server_cpu_s(postmaster) - server_started
     for proc in procs:
         proc.join(60)
     time.sleep(0.5)
     stop.set()
-    seen = _collect(seen_queue, [watch], 1)[0]
+    watched = _collect(seen_queue, [watch], 1)[0]
     watch.join(60)
-    return _summarize(reports, seen, started)
+    return _summarize(reports, watched, started, busy, server)
 
 
 def _collect(results: Any, procs: list[Any], count: int) -> list[Any]:
@@ -163,16 +220,22 @@ def _prepare_store(data_dir: Path, url: str | None) -> None:
     _use_log(None)
 
 
-def _summarize(reports: list[dict[str, Any]], seen: dict[int, float], started: float) -> dict[str, float]:
+def _summarize(reports: list[dict[str, Any]], watched: dict[str, Any], started: float,
+               busy_s: float, server_s: float) -> dict[str, float]:
     acks = [ack for report in reports for ack in report["acks"]]
+    seen = watched["seen"]
     finished = max(report["finished"] for report in reports)
+    puts = max(1, len(acks))
     lags = [(seen[seq] - acked) * 1000 for seq, acked in acks if seq in seen]
     holds = [ms for report in reports for ms in report.get("lock_ms", [])]
     commits = [ms for report in reports for ms in report.get("commit_ms", [])]
     return {"rate": rate(len(acks), finished - started), "p50": percentile(lags, 50),
             "p95": percentile(lags, 95), "p99": percentile(lags, 99), "missed": len(acks) - len(lags),
             "lock_p50": percentile(holds, 50), "lock_p99": percentile(holds, 99),
-            "commit_p50": percentile(commits, 50)}
+            "commit_p50": percentile(commits, 50),
+            "writer_cpu_ms": sum(r["cpu_s"] for r in reports) * 1000 / puts,
+            "observer_cpu_ms": watched["cpu_s"] * 1000 / puts,
+            "machine_cpu_ms": busy_s * 1000 / puts, "server_cpu_ms": server_s * 1000 / puts, "cores": busy_s / max(finished - started, 1e-9)}
 
 
 def admin_url(explicit: str | None) -> str | None:
@@ -223,6 +286,12 @@ def rows_for(writers: int, pg: dict[str, float], lite: dict[str, float],
     print(f"{writers} {plural}: append lock held p50 {pg['lock_p50']:.2f} ms, p99 {pg['lock_p99']:.2f} ms "
           f"per write transaction (PostgreSQL's commit under it: p50 {pg['commit_p50']:.2f} ms); "
           f"lag p95 {pg['p95']:.2f} ms; {pg['missed']:.0f} acks unseen")
+    for name, case in (("PostgreSQL", pg), ("SQLite", lite)):
+        server = "" if case["server_cpu_ms"] != case["server_cpu_ms"] else \
+            f", PostgreSQL server {case['server_cpu_ms']:.2f} ms"
+        print(f"  {name}, CPU per put: writers {case['writer_cpu_ms']:.2f} ms, observer "
+              f"{case['observer_cpu_ms']:.2f} ms{server}, whole machine {case['machine_cpu_ms']:.2f} ms "
+              f"({case['cores']:.2f} cores busy, other sessions' work included)")
     return rows
 
 
@@ -231,6 +300,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--puts", type=int, default=800, help="puts per case, shared by the writers")
     parser.add_argument("--pg-url", default=None, help="PostgreSQL admin URL (creates and drops a database)")
     parser.add_argument("--writers", default=",".join(map(str, WRITERS)), help="writer counts, e.g. 1,2,4")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat every writer count this many times, interleaved, and report "
+                             "medians (on a shared machine the load moves between cases)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a smoke run")
     args = parser.parse_args(argv)
     admin = admin_url(args.pg_url)
@@ -238,14 +310,33 @@ def main(argv: list[str] | None = None) -> list[Row]:
         print("scaleout bench needs PostgreSQL: pass --pg-url or set MEMOREE_BENCH_PG_URL", file=sys.stderr)
         raise SystemExit(2)
     puts = min(args.puts, 40) if args.quick else args.puts
+    counts = [int(w) for w in args.writers.split(",")]
+    runs: dict[int, list[tuple[dict[str, float], dict[str, float]]]] = {w: [] for w in counts}
+    for round_number in range(1, max(1, args.rounds) + 1):
+        for writers in counts:
+            pg, lite = measure(admin, writers, puts)
+            runs[writers].append((pg, lite))
+            if args.rounds > 1:
+                print(f"round {round_number}, {writers} writer(s): PostgreSQL {pg['rate']:.0f} /s, "
+                      f"SQLite {lite['rate']:.0f} /s, lag p99 {pg['p99']:.1f} ms, "
+                      f"lock p50 {pg['lock_p50']:.2f} ms (load average {os.getloadavg()[0]:.1f})")
     rows: list[Row] = []
-    one_host = None
-    for writers in (int(w) for w in args.writers.split(",")):
-        pg, lite = measure(admin, writers, puts)
-        one_host = pg if writers == 1 else one_host
+    one_host = _medians([pg for pg, _ in runs[1]]) if 1 in runs else None
+    for writers in counts:
+        pg, lite = _medians([pg for pg, _ in runs[writers]]), _medians([lite for _, lite in runs[writers]])
         rows += rows_for(writers, pg, lite, one_host)
+        if args.rounds > 1 and one_host is not None and writers > 1:
+            ratios = [n["rate"] / one["rate"] for (n, _), (one, _) in zip(runs[writers], runs[1], strict=True)]
+            print(f"  {writers} hosts vs 1, each round: " + ", ".join(f"{r:.2f}x" for r in ratios))
     print_table(rows)
     return rows
+
+
+def _medians(cases: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over the rounds (one round: the figures themselves)."""
+    import statistics
+
+    return {key: statistics.median(case[key] for case in cases) for key in cases[0]}
 
 
 if __name__ == "__main__":
