@@ -46,8 +46,12 @@ class KillingDaemonHost:
 
 
 def client_loop(host: KillingDaemonHost, ledger: Ledger, indices: list[int], failures: list[str],
-                retries: list[int]) -> None:
+                retries: list[int], kills_done: threading.Event, hold_at: int) -> None:
     for index in indices:
+        if len(ledger.acks) >= hold_at:
+            # The second half waits for the killer's last kill: on a fast store the burst could
+            # otherwise outrun a killer thread that the scheduler left waiting.
+            kills_done.wait(120)
         key = f"crash-{index}"
         document = put_request(key, index, large_every=97)
         while True:
@@ -68,14 +72,17 @@ def client_loop(host: KillingDaemonHost, ledger: Ledger, indices: list[int], fai
 
 
 def killer_loop(host: KillingDaemonHost, ledger: Ledger, thresholds: list[int], rng: random.Random,
-                done: threading.Event) -> None:
-    for threshold in thresholds:
-        while len(ledger.acks) < threshold and not done.is_set():
-            time.sleep(0.001)
-        if done.is_set():
-            return
-        time.sleep(rng.uniform(0, 0.004))
-        host.kill_and_restart()
+                done: threading.Event, kills_done: threading.Event) -> None:
+    try:
+        for threshold in thresholds:
+            while len(ledger.acks) < threshold and not done.is_set():
+                time.sleep(0.001)
+            if done.is_set():
+                return
+            time.sleep(rng.uniform(0, 0.004))
+            host.kill_and_restart()
+    finally:
+        kills_done.set()
 
 
 class TestKillNineDuringAppends:
@@ -91,9 +98,10 @@ class TestKillNineDuringAppends:
         # Kill instants fall in the first half of the run, so the burst is still going when the
         # last one comes (a kill scheduled near the end could find every write already done).
         thresholds = sorted(rng.sample(range(total // 20, total // 2), kills))
-        done = threading.Event()
-        killer = threading.Thread(target=killer_loop, args=(host, ledger, thresholds, rng, done))
-        clients = [threading.Thread(target=client_loop, args=(host, ledger, list(range(c, total, CLIENTS)), failures, retries))
+        done, kills_done = threading.Event(), threading.Event()
+        killer = threading.Thread(target=killer_loop, args=(host, ledger, thresholds, rng, done, kills_done))
+        clients = [threading.Thread(target=client_loop, args=(host, ledger, list(range(c, total, CLIENTS)), failures,
+                                                              retries, kills_done, total // 2))
                    for c in range(CLIENTS)]
         killer.start()
         for thread in clients:
