@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import sqlite3 as stdlib_sqlite3
 import struct
@@ -72,7 +73,7 @@ def measure_puts(folder: Path, stored: list[str], new: list[str], group: int) ->
     bodies = [request(i, "put", text) for i, text in enumerate(new)]
     started = time.process_time()
     for start in range(0, len(bodies), group):
-        with engine.group() if group > 1 else _nothing():
+        with engine.group() if group > 1 else contextlib.nullcontext():
             for body in bodies[start:start + group]:
                 reply = service.handle_bytes(body)
                 assert reply.ok, reply.body[:300]
@@ -103,14 +104,6 @@ def measure_raw(folder: Path, texts: list[str]) -> tuple[float, int]:
     frames = len(wal_frame_pages(path.with_name(path.name + "-wal")))
     conn.close()
     return cpu / len(texts) * 1000, frames
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
