@@ -122,9 +122,8 @@ class EmbeddingWorker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        for stream in (self.process.stdout,):
-            if stream is not None:
-                stream.close()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def _send(self, request: list[Any]) -> None:
         body = self.encoder.encode(request)
