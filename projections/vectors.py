@@ -11,11 +11,25 @@ Rows are keyed like the FTS projection's (artifact passages by ``doc_id << 16 | 
 by ``doc_id``), so they only ever grow, except when a purge removes an artifact's passages: each
 purge bumps ``vector_state.generation`` (absent = 0), which tells a reader's in-memory copy to reload.
 
-The projector reads the index text the FTS projector wrote earlier in the same transaction (so a
-purged body is never embedded on replay), and runs inside the mutation's transaction: a read at
-or after the write's ``commit_seq`` finds its vectors. Where the model is not installed the
-projector writes nothing and carries version 0; installing the model makes that version stale,
-so the store rebuilds the projection from the log on its next open.
+The projector reads the index text the FTS projector wrote (so a purged body, which the FTS
+projector empties, is never embedded). It runs in one of two modes:
+
+* **in the mutation's transaction** (the default: replays, scratch builds, a shared log's hosts):
+  a write's vectors commit with it;
+* **catching up** (``lazy``, what an embedded store's engine uses): a write only marks the
+  projection as lagging (``vector_state.embedded_through``, the ``commit_seq`` through which the
+  rows are complete, set by the first write after a catch-up), and ``catch_up`` later embeds every
+  event after that mark in one batch, in a write transaction of its own that stores the rows and
+  moves (or, once level with the log, deletes) the mark: rows and mark always commit together, so
+  a crash at any point leaves them consistent, and a caught-up store holds exactly a replay's rows.
+  A purge still erases the artifact's stored rows in its own transaction. A read whose snapshot
+  is past the mark embeds the events after it in memory (``pending_rows``: the same function of
+  the same text, so the same bytes the catch-up will store), which is how every read sees every
+  write at or before its snapshot, through the dense channel too.
+
+Where the model is not installed the projector writes nothing and carries version 0; installing
+the model makes that version stale, so the store rebuilds the projection from the log on its next
+open.
 
 A replay (reindex, verify, a rebuild on open) embeds in batches of ``BULK_BATCH`` rows; once it
 has ``WORKER_AFTER_ROWS`` behind it, the batches go to a child process
@@ -39,7 +53,8 @@ from .embedding import load_model, split_rows
 from .fts import CHUNK_ID_BITS, last_doc_ids
 from .windows import PASSAGE_BYTES, passage_spans
 
-__all__ = ["PASSAGE_BYTES", "VectorsProjector", "passage_spans", "projector_version"]
+__all__ = ["PASSAGE_BYTES", "VectorsProjector", "caught_up_rows", "embedded_through", "passage_spans",
+           "pending_rows", "projector_version"]
 
 BULK_BATCH = 512
 # A replay embeds in a child process (``projections.embed_worker``) once it has this many rows
@@ -49,6 +64,10 @@ WORKER_AFTER_ROWS = 4096
 MAX_IN_FLIGHT = 32
 # 2: a passage is its own tokens plus its title's (was: the text "title\npassage" tokenized).
 MODEL_VERSION = 2
+# vector_state's key for the catch-up mark: present only while rows lag the log.
+WATERMARK = "embedded_through"
+# Events whose texts get vectors (a purge only removes some).
+EMBEDDED_EVENTS = ("artifact.created", "artifact.revised", "claim.asserted", "claim.revised")
 
 # What a purge finds an artifact's rows by. A replay builds it once at its end (or at its first
 # purge) instead of row by row: random artifact ids make every row an insert at a random place.
@@ -85,15 +104,99 @@ def projector_version() -> int:
     return MODEL_VERSION if load_model() is not None else 0
 
 
+def embedded_through(conn: Any) -> int | None:
+    """The catch-up mark: the ``commit_seq`` through which the rows are complete, or ``None``
+    when they are complete through the projection's checkpoint (nothing lags)."""
+    row = conn.execute("SELECT value FROM vector_state WHERE key = ?", (WATERMARK,)).fetchone()
+    return None if row is None else row[0]
+
+
+def _embedded_revisions(conn: Any, after: int, upto: int) -> tuple[list[str], list[str]]:
+    """Revision ids (artifacts, claims) of the events in ``(after, upto]`` that get vectors."""
+    from memoree.eventlog.codec import decode_envelope, decode_payload
+
+    marks = ",".join("?" * len(EMBEDDED_EVENTS))
+    artifacts, claims = [], []
+    for type_, data in conn.execute(
+            f"SELECT type, data FROM events WHERE commit_seq > ? AND commit_seq <= ? AND type IN ({marks}) "
+            "ORDER BY commit_seq", (after, upto, *EMBEDDED_EVENTS)):
+        revision_id = decode_payload(decode_envelope(bytes(data))).revision_id
+        (artifacts if type_.startswith("artifact.") else claims).append(revision_id)
+    return artifacts, claims
+
+
+def pending_rows(conn: Any, after: int, upto: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The rows a catch-up would store for the events in ``(after, upto]``, computed here and
+    written nowhere (a read-only connection will do): ``artifact_vectors`` and ``claim_vectors``
+    rows, column for column, each table's in key order. Empty without the model."""
+    model = load_model()
+    if model is None or upto <= after:
+        return [], []
+    artifact_ids, claim_ids = _embedded_revisions(conn, after, upto)
+    revisions = [_artifact_text(conn, revision_id) for revision_id in artifact_ids]
+    claims = [_claim_text(conn, revision_id) for revision_id in claim_ids]
+    artifacts = artifact_rows(revisions, embed_request(model, ["a", [[r[3], r[4]] for r in revisions]])) \
+        if revisions else []
+    claimed = claim_rows(claims, embed_request(model, ["t", [row[-1] for row in claims]])) if claims else []
+    return sorted(artifacts), sorted(claimed)
+
+
+def caught_up_rows(conn: Any, table: str) -> list[tuple[Any, ...]]:
+    """``table``'s rows as a caught-up store holds them: the stored rows plus those a catch-up
+    would add, and no catch-up mark (how ``verify`` compares a lagging store with a replay)."""
+    if table == "vector_state":
+        return conn.execute("SELECT * FROM vector_state WHERE key != ?", (WATERMARK,)).fetchall()
+    stored = conn.execute(f"SELECT * FROM {table}").fetchall()
+    mark = embedded_through(conn)
+    if mark is None or table not in ("artifact_vectors", "claim_vectors"):
+        return stored
+    head = conn.execute("SELECT position FROM projector_checkpoints WHERE name = 'vectors'").fetchone()[0]
+    artifacts, claims = pending_rows(conn, mark, head)
+    return stored + (artifacts if table == "artifact_vectors" else claims)
+
+
+def _artifact_text(conn: Any, revision_id: str) -> _Revision:
+    doc_id, artifact_id, title, body = conn.execute(
+        "SELECT doc_id, artifact_id, title, body FROM artifact_search_text WHERE revision_id = ?",
+        (revision_id,)).fetchone()
+    return doc_id, revision_id, artifact_id, title, body
+
+
+def _claim_text(conn: Any, revision_id: str) -> tuple[int, str, str]:
+    doc_id, statement = conn.execute(
+        "SELECT doc_id, statement FROM claim_search_text WHERE revision_id = ?", (revision_id,)).fetchone()
+    return doc_id, revision_id, statement
+
+
+def artifact_rows(batch: list[_Revision], reply: tuple[Any, bytes]) -> list[tuple[Any, ...]]:
+    """``artifact_vectors`` rows of embedded revisions (``reply``: ``embed_request``'s answer)."""
+    all_spans, block = reply
+    blobs = iter(split_rows(block))
+    rows: list[tuple[Any, ...]] = []
+    for (doc_id, revision_id, artifact_id, _, _), spans in zip(batch, all_spans):
+        first = doc_id << CHUNK_ID_BITS
+        rows.append((first, doc_id, revision_id, artifact_id, None, None, next(blobs)))
+        rows += [(first + ordinal, doc_id, revision_id, artifact_id, start, end, next(blobs))
+                 for ordinal, (start, end) in enumerate(spans, start=1)]
+    return rows
+
+
+def claim_rows(batch: list[tuple[int, str, str]], reply: tuple[Any, bytes]) -> list[tuple[Any, ...]]:
+    """``claim_vectors`` rows of embedded claim revisions."""
+    blobs = iter(split_rows(reply[1]))
+    return [(doc_id, revision_id, next(blobs)) for doc_id, revision_id, _ in batch]
+
+
 class VectorsProjector:
     """Embeds artifact passages and claim statements; owns the vector tables."""
 
     name: ClassVar[str] = "vectors"
     schema: ClassVar[str] = SCHEMA
 
-    def __init__(self) -> None:
+    def __init__(self, *, lazy: bool = False) -> None:
         self.model = load_model()
         self.version = MODEL_VERSION if self.model is not None else 0
+        self.lazy = lazy  # mutations leave their texts to ``catch_up`` (see the module docstring)
         self.bulk = False
         self.pending_artifacts: list[_Revision] = []
         self.pending_rows = 0
@@ -132,7 +235,7 @@ class VectorsProjector:
         it, and a purge in the group has already emptied the bodies it erased, so the rows are
         the ones one-by-one writes would have left (a purged body keeps its title vector only).
         """
-        if self.model is None:
+        if self.model is None or self.lazy:
             yield
             return
         artifacts, claims = last_doc_ids(conn)
@@ -159,6 +262,9 @@ class VectorsProjector:
     def apply(self, conn: Any, event: RecordedEvent) -> None:
         if self.model is None:
             return
+        if self.lazy and not self.bulk:
+            self._mark_lagging(conn, event)
+            return
         if self.deferring and event.type != "artifact.purged":
             return
         if event.type in ("artifact.created", "artifact.revised"):
@@ -171,19 +277,52 @@ class VectorsProjector:
             conn.execute(BY_ARTIFACT)  # a replay's first purge builds it; a no-op after
             self._erase(conn, event.payload.artifact_id)
 
+    def _mark_lagging(self, conn: Any, event: RecordedEvent) -> None:
+        """Catching up: a text only marks the rows as lagging (the first after a catch-up sets
+        the mark); a purge erases the artifact's stored rows now, in its own transaction."""
+        if event.type in EMBEDDED_EVENTS:
+            conn.execute("INSERT OR IGNORE INTO vector_state (key, value) VALUES (?, ?)",
+                         (WATERMARK, event.commit_seq - 1))
+        elif event.type == "artifact.purged":
+            self._erase(conn, event.payload.artifact_id)
+
+    def catch_up(self, conn: Any, max_events: int | None = None) -> int:
+        """Inside the caller's write transaction: embed the events after the mark (at most
+        ``max_events`` of them) in one batch, store their rows and move the mark with them
+        (deleting it once level with the log). Returns how many events it covered.
+
+        A purge among them has already erased what was stored and emptied the bodies it erased,
+        so this stores what a replay leaves (a purged revision keeps its title vector only)."""
+        mark = embedded_through(conn)
+        if mark is None or self.model is None:
+            return 0
+        head = conn.execute("SELECT coalesce(max(commit_seq), 0) FROM events").fetchone()[0]
+        upto = head if max_events is None else min(head, mark + max_events)
+        artifacts, claims = _embedded_revisions(conn, mark, upto)
+        bulk, self.bulk = self.bulk, True
+        try:
+            for revision_id in artifacts:
+                self._artifact_revision(conn, revision_id)
+            for revision_id in claims:
+                self._claim_revision(conn, revision_id)
+            self._flush(conn)
+        finally:
+            self.bulk = bulk
+        if upto >= head:
+            conn.execute("DELETE FROM vector_state WHERE key = ?", (WATERMARK,))
+        else:
+            conn.execute("UPDATE vector_state SET value = ? WHERE key = ?", (upto, WATERMARK))
+        return upto - mark
+
     def _artifact_revision(self, conn: Any, revision_id: str) -> None:
-        doc_id, artifact_id, title, body = conn.execute(
-            "SELECT doc_id, artifact_id, title, body FROM artifact_search_text WHERE revision_id = ?",
-            (revision_id,)).fetchone()
-        self.pending_artifacts.append((doc_id, revision_id, artifact_id, title, body))
-        self.pending_rows += 2 + len(body) // PASSAGE_BYTES  # about its rows: a title and the passages
+        revision = _artifact_text(conn, revision_id)
+        self.pending_artifacts.append(revision)
+        self.pending_rows += 2 + len(revision[4]) // PASSAGE_BYTES  # about its rows: a title and the passages
         if not self.bulk or self.pending_rows >= BULK_BATCH:
             self._flush(conn)
 
     def _claim_revision(self, conn: Any, revision_id: str) -> None:
-        doc_id, statement = conn.execute(
-            "SELECT doc_id, statement FROM claim_search_text WHERE revision_id = ?", (revision_id,)).fetchone()
-        self.pending_claims.append((doc_id, revision_id, statement))
+        self.pending_claims.append(_claim_text(conn, revision_id))
         if not self.bulk or len(self.pending_claims) >= BULK_BATCH:
             self._flush(conn)
 
@@ -253,21 +392,13 @@ class VectorsProjector:
 
     def _store(self, conn: Any, kind: str, batch: list[Any], reply: tuple[Any, bytes]) -> None:
         """Insert a batch's rows: ``reply`` is (each revision's spans, or None for claims; the rows' bytes)."""
-        all_spans, block = reply
-        blobs = iter(split_rows(block))
         if kind == "t":
             conn.executemany("INSERT INTO claim_vectors (doc_id, revision_id, vector) VALUES (?,?,?)",
-                             [(doc_id, rev, next(blobs)) for doc_id, rev, _ in batch])
+                             claim_rows(batch, reply))
             return
-        rows = []
-        for (doc_id, revision_id, artifact_id, _, _), spans in zip(batch, all_spans):
-            first = doc_id << CHUNK_ID_BITS
-            rows.append((first, doc_id, revision_id, artifact_id, None, None, next(blobs)))
-            rows += [(first + ordinal, doc_id, revision_id, artifact_id, start, end, next(blobs))
-                     for ordinal, (start, end) in enumerate(spans, start=1)]
         conn.executemany(
             "INSERT INTO artifact_vectors (vec_id, doc_id, revision_id, artifact_id, start_byte, "
-            "end_byte, vector) VALUES (?,?,?,?,?,?,?)", rows)
+            "end_byte, vector) VALUES (?,?,?,?,?,?,?)", artifact_rows(batch, reply))
 
     def _erase(self, conn: Any, artifact_id: str) -> None:
         """Purge: the artifact's passage vectors go (title vectors stay, as titles stay in the log)."""

@@ -20,7 +20,10 @@ same register close together (calibrated on the Memoree v2 paraphrase and honest
 
 Vectors are read from SQLite once per process and kept in memory (int8 rows plus their sign
 bits); a reader appends rows added since and reloads after a purge (``vector_state.generation``)
-or a rebuild. Above ``EXACT_SCAN_ROWS`` rows a Hamming pass over the sign bits picks the
+or a rebuild. Where the projection lags the read's snapshot (an embedded store's vectors catch
+up after the write, ``projections.vectors``), the events after its mark are embedded here, once
+per process, and appended as the rows the catch-up will store, byte for byte: a read sees every
+write at or before its snapshot through this channel too, with the scores a caught-up store gives. Above ``EXACT_SCAN_ROWS`` rows a Hamming pass over the sign bits picks the
 ``PREFILTER_ROWS`` nearest rows, which are then scored exactly. The bits are taken of each
 vector with its component along the model's common axis removed (``Model.common_axis``, the
 mean token row's direction): every text leans that way, so raw signs would spend bits on what
@@ -129,6 +132,11 @@ class _Index:
     key: tuple[int, int] = (-1, -1)
     artifacts: _Rows = field(default_factory=_Rows)
     claims: _Rows = field(default_factory=_Rows)
+    # The commit_seq through which this copy holds every row: stored ones, then those embedded
+    # here for events the table does not hold yet (the same bytes it will hold).
+    through: int = -1
+    stored_top: int = -1  # the largest artifact vec_id seen in the table
+    tail_events: int = 0  # events embedded here, not read from the table (for benches and tests)
 
 
 _INDEXES: dict[str, _Index] = {}
@@ -150,25 +158,40 @@ def vectors_ready(conn: Any) -> bool:
 
 
 def _current_index(conn: Any, np: Any) -> _Index:
-    """The in-memory vectors of this store, brought up to what ``conn`` sees."""
-    generation, version, top = conn.execute(
+    """The in-memory vectors of this store, brought up to what ``conn`` sees: the stored rows,
+    then (where the projection lags this snapshot) the rows of the events after its mark."""
+    from memoree.projections.vectors import WATERMARK, pending_rows
+
+    generation, version, position, mark, top = conn.execute(
         "SELECT coalesce((SELECT value FROM vector_state WHERE key = 'generation'), 0), "
         "(SELECT version FROM projector_checkpoints WHERE name = 'vectors'), "
-        "(SELECT coalesce(max(vec_id), -1) FROM artifact_vectors)").fetchone()
+        "(SELECT position FROM projector_checkpoints WHERE name = 'vectors'), "
+        "(SELECT value FROM vector_state WHERE key = ?), "
+        "(SELECT coalesce(max(vec_id), -1) FROM artifact_vectors)", (WATERMARK,)).fetchone()
+    stored_through = position if mark is None else mark
     name = _database_name(conn)
     with _LOCK:
         index = _INDEXES.get(name)
         # A rebuild that replaced the tables with fewer rows (a reindex after a purge) shows as
-        # rows we hold beyond the table's end: start over from the table.
-        if index is None or index.key != (generation, version) or top < index.artifacts.top_id:
+        # a table that ends before rows it held: start over from the table.
+        if index is None or index.key != (generation, version) or top < index.stored_top:
             index = _INDEXES[name] = _Index(key=(generation, version))
         axis = load_model().common_axis
-        index.artifacts.append(np, conn.execute(
-            "SELECT vec_id, doc_id, start_byte, end_byte, vector FROM artifact_vectors "
-            "WHERE vec_id > ? ORDER BY vec_id", (index.artifacts.top_id,)).fetchall(), True, axis)
-        index.claims.append(np, conn.execute(
-            "SELECT doc_id, doc_id, vector FROM claim_vectors WHERE doc_id > ? ORDER BY doc_id",
-            (index.claims.top_id,)).fetchall(), False, axis)
+        if index.through < stored_through:  # rows embedded here already are the stored ones
+            index.artifacts.append(np, conn.execute(
+                "SELECT vec_id, doc_id, start_byte, end_byte, vector FROM artifact_vectors "
+                "WHERE vec_id > ? ORDER BY vec_id", (index.artifacts.top_id,)).fetchall(), True, axis)
+            index.claims.append(np, conn.execute(
+                "SELECT doc_id, doc_id, vector FROM claim_vectors WHERE doc_id > ? ORDER BY doc_id",
+                (index.claims.top_id,)).fetchall(), False, axis)
+            index.through = stored_through
+        index.stored_top = max(index.stored_top, top)
+        if position is not None and index.through < position:
+            artifacts, claims = pending_rows(conn, index.through, position)
+            index.artifacts.append(np, [(r[0], r[1], r[4], r[5], r[6]) for r in artifacts], True, axis)
+            index.claims.append(np, [(r[0], r[0], r[2]) for r in claims], False, axis)
+            index.tail_events += position - index.through
+            index.through = position
         return index
 
 

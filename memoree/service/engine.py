@@ -4,6 +4,10 @@ Opening a store makes the data directory private (0700; a looser pre-existing on
 with a warning), opens the database (0600) in WAL mode with ``synchronous=FULL``, creates missing
 tables, rebuilds any projection whose code version changed and catches every projection up to the
 log's head. ``reindex`` drops projections and replays the log into them.
+
+With the embedded log, the vectors projection catches up after the writes instead of inside them
+(``projections.vectors``): ``catch_up_vectors`` embeds what lags, on open (after a crash), before
+a read that uses the dense channel, at close, and in the daemon when the writer is idle.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memoree.commands.handler import CommandHandler
-from memoree.errors import ConfigError, InvalidRequest
+from memoree.errors import ConfigError, InvalidRequest, MemoreeError
 from memoree.eventlog.cas import ContentStore
 from memoree.eventlog.codec import decode_envelope, decode_payload
 from memoree.eventlog.db import DB_FILENAME, connect, create_private
@@ -91,6 +95,9 @@ class Engine:
             self.log, self.cas = self.shared, self.shared.cas
         self.keys = KeyRing(self.data_dir / "keys")
         self.projectors: list[Projector] = sync_projectors(self.cas)
+        self.vectors = next(p for p in self.projectors if p.name == "vectors")
+        # A shared log's hosts keep embedding in the transaction: their followers write beside it.
+        self.vectors.lazy = self.shared is None  # type: ignore[attr-defined]
         self.handler = CommandHandler(self.log, self.cas, self.projectors, clock=clock, new_id=id_factory,
                                       node_key=self.node_key)
         from memoree.eventlog.copies import scrub_dead_copies
@@ -98,6 +105,7 @@ class Engine:
         scrub_dead_copies(self.data_dir)  # scratch and staged copies a killed process left
         self._bring_projections_up_to_date()
         self._finish_purges()
+        self.catch_up_vectors()  # what a crash (or a close that could not) left lagging
         if self.shared is not None:
             # catch-up subscription: the follower feeds projectors of its own, on its own connection
             self.shared.follow(projection_sink(self.projectors),
@@ -186,7 +194,37 @@ class Engine:
     def head(self) -> int:
         return self.log.head().commit_seq
 
+    def vectors_lag(self) -> int:
+        """Events the vectors projection has not embedded yet (0 when it is level with the log)."""
+        from memoree.projections.vectors import embedded_through
+
+        mark = embedded_through(self.conn)
+        return 0 if mark is None else self.head() - mark
+
+    def catch_up_vectors(self, max_events: int | None = None) -> int:
+        """Embed the events the vectors projection lags by (at most ``max_events``) in a write
+        transaction of its own; returns how many it covered. Inside a caller's transaction, or
+        where nothing lags, it does nothing (a read then embeds the lagging events in memory).
+
+        The transaction commits without an fsync (``synchronous=NORMAL`` for it alone): its rows
+        are derived, a power cut can lose only them (WAL order: never a write acknowledged after
+        them), and the next open catches up again; a killed process loses nothing."""
+        if not getattr(self.vectors, "lazy", False) or self.log.in_transaction or not self.vectors_lag():
+            return 0
+        with storage_errors():
+            synchronous = self.conn.execute("PRAGMA synchronous").fetchone()[0]
+            self.conn.execute(f"PRAGMA synchronous = {min(int(synchronous), 1)}")
+            try:
+                with self.log.transaction() as conn:
+                    return self.vectors.catch_up(conn, max_events)  # type: ignore[attr-defined]
+            finally:
+                self.conn.execute(f"PRAGMA synchronous = {int(synchronous)}")
+
     def close(self) -> None:
+        try:
+            self.catch_up_vectors()
+        except MemoreeError as exc:  # the next open catches up: closing must not fail for it
+            logger().warning("vectors_catch_up_failed", detail=exc.message)
         if self.shared is not None:
             self.shared.close()
         self.conn.close()

@@ -182,10 +182,20 @@ def citation_get(service: Service, request: Request, inp: CitationGetInput) -> A
 # --- retrieval ------------------------------------------------------------------------------------
 
 
-def read_scope(engine: Any, request: Request) -> ReadScope:
-    """What a retrieval read needs: the store, the caller's context and pins, now, the log head."""
+def read_scope(engine: Any, request: Request, inp: Any = None) -> ReadScope:
+    """What a retrieval read needs: the store, the caller's context and pins, now, the log head.
+
+    A read that may use the dense channel first lets an engine catch its vectors up (a reader
+    process's read-only view cannot: its reads embed the lagging events in memory instead)."""
+    from memoree.errors import MemoreeError
     from memoree.queries.search import ReadScope
 
+    catch_up = getattr(engine, "catch_up_vectors", None)
+    if catch_up is not None and getattr(getattr(inp, "semantic", None), "enabled", True):
+        try:
+            catch_up()
+        except MemoreeError:  # e.g. the disk is full: the read embeds the lagging events itself
+            pass
     context = _context(request)
     return ReadScope(
         conn=engine.conn, ambient=context.scope(), pins=tuple(context.pins),
@@ -196,31 +206,31 @@ def read_scope(engine: Any, request: Request) -> ReadScope:
 def search(service: Service, request: Request, inp: SearchInput) -> Any:
     from memoree.queries.search import search as run
 
-    return run(read_scope(service.engine, request), inp)
+    return run(read_scope(service.engine, request, inp), inp)
 
 
 def memory_recall(service: Service, request: Request, inp: RecallInput) -> Any:
     from memoree.queries.recall import recall
 
-    return recall(read_scope(service.engine, request), inp)
+    return recall(read_scope(service.engine, request, inp), inp)
 
 
 def context_build(service: Service, request: Request, inp: ContextBuildInput) -> Any:
     from memoree.queries.context_build import context_build as build
 
-    return build(read_scope(service.engine, request), inp)
+    return build(read_scope(service.engine, request, inp), inp)
 
 
 def memory_probe(service: Service, request: Request, inp: ProbeInput) -> Any:
     from memoree.queries.probe import probe
 
-    return probe(read_scope(service.engine, request), inp)
+    return probe(read_scope(service.engine, request, inp), inp)
 
 
 def memory_retrieve(service: Service, request: Request, inp: RetrieveInput) -> Any:
     from memoree.queries.retrieve import retrieve
 
-    return retrieve(read_scope(service.engine, request), inp)
+    return retrieve(read_scope(service.engine, request, inp), inp)
 
 
 # --- the signed fact plane ------------------------------------------------------------------------

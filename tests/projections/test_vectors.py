@@ -1,4 +1,4 @@
-"""The vectors projection: passage windows, read-your-writes, byte-identical replay, purge."""
+"""The vectors projection: passage windows, catch-up, read-your-writes, byte-identical replay, purge."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memoree.projections import embedding
-from memoree.projections.vectors import MODEL_VERSION, PASSAGE_BYTES, passage_spans
+from memoree.projections.vectors import MODEL_VERSION, PASSAGE_BYTES, embedded_through, passage_spans
 from memoree.service.service import Service
 from tests.conftest import Caller
 
@@ -17,6 +17,13 @@ TABLES = ("artifact_vectors", "claim_vectors", "vector_state")
 
 def rows(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
     return {table: conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall() for table in TABLES}
+
+
+def caught_up(engine: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """The vector rows once the engine's projection has caught up with its log."""
+    engine.catch_up_vectors()
+    assert embedded_through(engine.conn) is None
+    return rows(engine.conn)
 
 
 def populate(call: Caller) -> dict[str, Any]:
@@ -45,39 +52,65 @@ class TestPassages:
 
 
 class TestProjection:
-    """One vector per artifact title and passage and per claim revision, written with the mutation."""
+    """One vector per artifact title and passage and per claim revision, stored by the catch-up."""
 
-    def test_a_write_has_its_vectors_at_its_own_commit(self, call: Caller) -> None:
-        """The put's transaction already holds the title vector and one per passage."""
+    def test_a_write_marks_the_rows_lagging_and_the_catch_up_stores_them(self, call: Caller) -> None:
+        """A put stores no vector but the mark (complete through the commit before it); the
+        catch-up stores its title vector and one per passage and clears the mark."""
+        engine = call.service.engine
+        before = engine.head()
         made = call.put_text("first line\nsecond line", title="two lines")
-        found = call.service.engine.conn.execute(
-            "SELECT start_byte, end_byte, length(vector) FROM artifact_vectors WHERE revision_id = ? "
-            "ORDER BY vec_id", (made["revision_id"],)).fetchall()
-        assert [(None, None, embedding.DIMENSIONS), (0, 22, embedding.DIMENSIONS)] == found
+        call.put_text("a second put leaves the mark where the first set it")
+
+        def found() -> list[tuple[Any, ...]]:
+            return engine.conn.execute(
+                "SELECT start_byte, end_byte, length(vector) FROM artifact_vectors WHERE revision_id = ? "
+                "ORDER BY vec_id", (made["revision_id"],)).fetchall()
+
+        assert [] == found() and before == embedded_through(engine.conn) and engine.vectors_lag() == 2
+        assert engine.catch_up_vectors() == 2
+        assert [(None, None, embedding.DIMENSIONS), (0, 22, embedding.DIMENSIONS)] == found()
+        assert embedded_through(engine.conn) is None and engine.vectors_lag() == 0
+
+    def test_a_bounded_catch_up_moves_the_mark_with_its_rows(self, call: Caller) -> None:
+        """A catch-up of at most N events stores theirs and leaves the mark after them."""
+        engine = call.service.engine
+        start = engine.head()
+        for i in range(3):
+            call.put_text(f"note {i}")
+        assert engine.catch_up_vectors(max_events=2) == 2
+        assert embedded_through(engine.conn) == start + 2
+        assert engine.conn.execute("SELECT count(DISTINCT doc_id) FROM artifact_vectors").fetchone()[0] == 2
+        assert engine.catch_up_vectors() == 1 and embedded_through(engine.conn) is None
 
     def test_replay_rebuilds_the_same_bytes(self, call: Caller) -> None:
         """Reindexing the vectors projection (and everything) reproduces every row byte for byte."""
         populate(call)
         engine = call.service.engine
-        before = rows(engine.conn)
+        before = caught_up(engine)
         assert before["artifact_vectors"] and before["claim_vectors"]
         engine.reindex(["vectors"])
         assert before == rows(engine.conn)
         engine.reindex()
         assert before == rows(engine.conn)
 
-    def test_a_purged_artifact_keeps_no_passage_vectors(self, call: Caller) -> None:
-        """Purge removes the vectors of every revision's text, also after a replay; titles stay."""
+    @pytest.mark.parametrize("stored", [True, False], ids=["stored-then-purged", "purged-while-lagging"])
+    def test_a_purged_artifact_keeps_no_passage_vectors(self, call: Caller, stored: bool) -> None:
+        """Purge removes the vectors of every revision's text in its own transaction (stored rows)
+        or before they are ever stored (a purge while the vectors lag), also after a replay; titles stay."""
         made = populate(call)
-        call.ok("artifact.purge", {"artifact_id": made["artifact_id"], "reason": "erasure"}, key="purge")
         engine = call.service.engine
+        if stored:
+            engine.catch_up_vectors()
+        call.ok("artifact.purge", {"artifact_id": made["artifact_id"], "reason": "erasure"}, key="purge")
 
         def left() -> list[tuple[Any, ...]]:
             return engine.conn.execute("SELECT start_byte FROM artifact_vectors WHERE artifact_id = ?",
                                        (made["artifact_id"],)).fetchall()
 
+        assert ([(None,), (None,)] if stored else []) == left()  # at once, before any catch-up
+        before = caught_up(engine)
         assert [(None,), (None,)] == left()
-        before = rows(engine.conn)
         engine.reindex()
         assert [(None,), (None,)] == left() and before == rows(engine.conn)
 
@@ -136,6 +169,8 @@ class TestGroupedEmbedding:
         engine = call.service.engine
         with engine.group():
             write(call, engine, grouped=True)
+        engine.catch_up_vectors()
+        single.service.engine.catch_up_vectors()
         grouped = id_free_rows(engine.conn)
         assert grouped == id_free_rows(single.service.engine.conn)
         assert grouped["claim_vectors"] and len(grouped["artifact_vectors"]) > 4
@@ -200,7 +235,7 @@ class TestEmbeddingWorker:
         self.many_writes(call)
         replayed, vectors = self.replay(call.service.engine, tmp_path)
         assert vectors.worker_batches >= 5 and vectors.worker is None
-        assert replayed == rows(call.service.engine.conn)
+        assert replayed == caught_up(call.service.engine)
         engine = call.service.engine
         before = rows(engine.conn)
         engine.reindex()
@@ -216,4 +251,4 @@ class TestEmbeddingWorker:
         self.many_writes(call)
         replayed, vectors = self.replay(call.service.engine, tmp_path, kill_after=2)
         assert vectors.worker is None and vectors.worker_batches <= 2
-        assert replayed == rows(call.service.engine.conn)
+        assert replayed == caught_up(call.service.engine)
