@@ -365,4 +365,16 @@ def describe(conn: Any = None) -> dict[str, Any]:
     return {"policy_version": "local_dense_context_v3", "model_id": status.model_id,
             "model_revision": status.revision, "dimensions": status.dimensions, "enabled": ready,
             "indexed_artifact_revisions": artifacts, "indexed_claim_revisions": claims,
-            "reason": reason}
+            **vectors_lag(conn), "reason": reason}
+
+
+def vectors_lag(conn: Any) -> dict[str, Any]:
+    """How far the stored vectors lag the log (``projections.vectors``): the ``commit_seq``
+    through which they are complete and the events after it, which reads embed in memory."""
+    from memoree.projections.vectors import embedded_through
+
+    position = conn.execute("SELECT position FROM projector_checkpoints WHERE name = 'vectors'").fetchone()
+    position = position[0] if position else 0
+    mark = embedded_through(conn)
+    through = position if mark is None else mark
+    return {"vectors_complete_through": through, "lag_events": position - through}

@@ -28,6 +28,7 @@ import signal
 import socket
 import stat
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,12 @@ from memoree.service.service import Service
 __all__ = ["Daemon", "serve"]
 
 MAX_GROUP = 64
+# The vectors' catch-up on the writer (see the module docstring): idle time before a slice, the
+# lag that forces one between requests, and the most events one slice embeds (~5 ms batched).
+CATCH_UP_IDLE_S = 0.05
+CATCH_UP_LAG_EVENTS = 512
+CATCH_UP_LAG_S = 2.0
+CATCH_UP_SLICE_EVENTS = 64
 SEAL_CHECK_EVERY = 64  # requests between checks for a full Merkle batch (1,000 events)
 LISTEN_BACKLOG = 512
 # Request bodies being read at once: as many maximum-size frames as the protocol's concurrency.
@@ -92,6 +99,8 @@ class Writer(threading.Thread):
         self.groups = 0
         self.grouped_requests = 0
         self._since_seal_check = 0
+        self.lagging_since: float | None = None  # monotonic time the vectors began to lag
+        self.catch_ups = 0
 
     def submit(self, raw: bytes) -> Future[bytes]:
         future: Future[bytes] = Future()
@@ -103,10 +112,14 @@ class Writer(threading.Thread):
 
     def run(self) -> None:
         while True:
+            lagging = self.lagging_since is not None
             try:
-                item = self.inbox.get(timeout=BATCH_SECONDS)
+                item = self.inbox.get(timeout=CATCH_UP_IDLE_S if lagging else BATCH_SECONDS)
             except queue.Empty:
-                self._seal(force_age=True)
+                if lagging:
+                    self._catch_up()  # idle: one slice, then look for requests again
+                else:
+                    self._seal(force_age=True)
                 continue
             if item is None:
                 return
@@ -121,6 +134,34 @@ class Writer(threading.Thread):
             if self._since_seal_check >= SEAL_CHECK_EVERY:
                 self._since_seal_check = 0
                 self._seal(force_age=False)
+            self._bound_the_lag()
+
+    def _bound_the_lag(self) -> None:
+        """After requests: note when the vectors began to lag, and catch up one slice when the
+        lag passed its bound in events or in time, whether or not more requests wait."""
+        try:
+            lag = self.service.engine.vectors_lag()
+        except BaseException as exc:  # noqa: BLE001 - the catch-up must never take the writer down
+            logger().error("vectors_lag_failed", exc_info=exc)
+            return
+        if not lag:
+            self.lagging_since = None
+            return
+        now = time.monotonic()
+        if self.lagging_since is None:
+            self.lagging_since = now
+        if lag >= CATCH_UP_LAG_EVENTS or now - self.lagging_since >= CATCH_UP_LAG_S:
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        """One slice of the vectors' catch-up; the lag clock restarts after each slice."""
+        try:
+            self.service.engine.catch_up_vectors(CATCH_UP_SLICE_EVENTS)
+            self.catch_ups += 1
+            self.lagging_since = time.monotonic() if self.service.engine.vectors_lag() else None
+        except BaseException as exc:  # noqa: BLE001 - reads embed the lag in memory meanwhile
+            logger().error("vectors_catch_up_failed", exc_info=exc)
+            self.lagging_since = time.monotonic()
 
     def _gather(self, first: tuple[bytes, Future[bytes]]) -> list[tuple[bytes, Future[bytes]]]:
         batch = [first]

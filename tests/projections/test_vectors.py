@@ -252,3 +252,169 @@ class TestEmbeddingWorker:
         replayed, vectors = self.replay(call.service.engine, tmp_path, kill_after=2)
         assert vectors.worker is None and vectors.worker_batches <= 2
         assert replayed == caught_up(call.service.engine)
+
+
+def read_only(call: Caller, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """One read answered as a daemon's reader process answers it: on a read-only connection of
+    its own, in one snapshot, unable to write (so unable to catch the vectors up)."""
+    import json
+
+    from memoree.daemon.reader import ReadView
+    from tests.conftest import CTX
+
+    view = ReadView(call.service.data_dir)
+    document = {"v": 1, "request_id": "req_read_only", "op": op, "context": CTX, "input": payload}
+    try:
+        reply = call.service.reading_through(
+            view, lambda: view.snapshot(lambda: call.service.handle_bytes(json.dumps(document).encode())))
+    finally:
+        view.close()
+    envelope = json.loads(reply.body)
+    assert envelope["ok"], envelope
+    return envelope["result"]
+
+
+def fresh_index() -> None:
+    """Forget this process's in-memory vectors: the next read loads them from the table."""
+    from memoree.queries import dense
+
+    dense._INDEXES.clear()
+
+
+class TestCatchingUp:
+    """Reads see lagging writes through the dense channel; the catch-up stores what they saw."""
+
+    def test_a_read_sees_a_lagging_write_through_the_dense_channel_alone(self, call: Caller) -> None:
+        """A put, then at once (min_commit_seq) a question that only meaning answers: a read-only
+        reader embeds the lagging events itself, and the in-process read catches up first."""
+        from tests.queries.test_dense import QUESTION, seed
+
+        engine = call.service.engine
+        made = seed(call)
+        head = engine.head()
+        assert engine.vectors_lag() == head and not rows(engine.conn)["claim_vectors"]
+        lagging = read_only(call, "memory.recall", {"query": QUESTION, "min_commit_seq": head})
+        assert [made["claim"]["claim_id"]] == [c["claim_id"] for c in lagging["claims"]]
+        assert engine.vectors_lag() == head  # the reader wrote nothing
+        in_process = call.ok("memory.recall", {"query": QUESTION, "min_commit_seq": head})["result"]
+        assert [made["claim"]["claim_id"]] == [c["claim_id"] for c in in_process["claims"]]
+        assert engine.vectors_lag() == 0
+
+    def test_the_tail_embedded_answer_equals_the_caught_up_answer(self, call: Caller) -> None:
+        """Search and recall answered while every vector lags equal the answers of the caught-up
+        store read from its table, and the in-memory rows are the stored rows, byte for byte."""
+        from memoree.daemon.reader import ReadView
+        from memoree.queries import dense
+        from tests.queries.test_dense import QUESTION, seed, without_clock
+
+        seed(call)
+        populate(call)
+        asks = [("search", {"query": QUESTION}), ("memory.recall", {"query": QUESTION}),
+                ("search", {"query": "when do deploys leave"}), ("memory.recall", {"query": "weekly meeting day"})]
+        fresh_index()
+        lagging = [without_clock(read_only(call, op, payload)) for op, payload in asks]
+        view = ReadView(call.service.data_dir)
+        tail = dense.snapshot(view.conn)
+        assert tail.tail_events == call.service.engine.head()
+        call.service.engine.catch_up_vectors()
+        fresh_index()
+        stored = dense.snapshot(view.conn)
+        assert stored.tail_events == 0 and stored.artifacts.count == tail.artifacts.count > 0
+        for name in ("ids", "doc_ids", "starts", "ends", "vectors"):
+            for table in ("artifacts", "claims"):
+                count = getattr(stored, table).count
+                assert (getattr(getattr(tail, table), name)[:count] == getattr(getattr(stored, table), name)[:count]).all()
+        view.close()
+        assert lagging == [without_clock(read_only(call, op, payload)) for op, payload in asks]
+
+    def test_a_purge_while_the_vectors_lag_leaves_no_passage_to_a_read_at_once(self, call: Caller) -> None:
+        """Purged while its vectors lag: a read at once embeds the emptied text (titles only),
+        as the catch-up then stores."""
+        from memoree.daemon.reader import ReadView
+        from memoree.queries import dense
+
+        made = populate(call)
+        call.ok("artifact.purge", {"artifact_id": made["artifact_id"], "reason": "erasure"}, key="purge")
+        fresh_index()
+        view = ReadView(call.service.data_dir)
+        index = dense.snapshot(view.conn)
+        docs = [doc for (doc,) in view.conn.execute(
+            "SELECT doc_id FROM artifact_search_text WHERE artifact_id = ?", (made["artifact_id"],))]
+        held = index.artifacts
+        starts = [int(held.starts[i]) for i in range(held.count) if int(held.doc_ids[i]) in docs]
+        assert [-1, -1] == starts and index.tail_events > 0
+        view.close()
+        caught_up(call.service.engine)
+        assert [(None,), (None,)] == call.service.engine.conn.execute(
+            "SELECT start_byte FROM artifact_vectors WHERE artifact_id = ?", (made["artifact_id"],)).fetchall()
+
+    def test_verify_compares_a_lagging_store_as_caught_up(self, call: Caller) -> None:
+        """verify of a store whose vectors lag is clean (stored rows plus what the catch-up would
+        add equal a replay), and so is the caught-up store; a damaged stored vector is found."""
+        from memoree.admin.verify import verify
+
+        populate(call)
+        engine = call.service.engine
+        assert engine.vectors_lag() and verify(engine)["ok"]
+        engine.catch_up_vectors()
+        assert verify(engine)["projections"]["vectors"]["ok"]
+        with engine.log.transaction() as conn:
+            conn.execute("UPDATE artifact_vectors SET vector = zeroblob(256) WHERE vec_id = "
+                         "(SELECT min(vec_id) FROM artifact_vectors)")
+        report = verify(engine)
+        assert not report["ok"] and not report["projections"]["vectors"]["ok"]
+
+    def test_doctor_and_capabilities_report_the_lag(self, call: Caller) -> None:
+        """doctor and capabilities say through which commit_seq the vectors are complete and how
+        many events they lag; a catch-up brings the lag to 0."""
+        engine = call.service.engine
+        start = engine.head()
+        call.put_text("a note whose vectors lag")
+        call.put_text("another one")
+        for op in ("doctor", "capabilities"):
+            semantic = call.ok(op, {})["result"]["semantic"]
+            assert (start, 2) == (semantic["vectors_complete_through"], semantic["lag_events"])
+        engine.catch_up_vectors()
+        semantic = call.ok("doctor", {})["result"]["semantic"]
+        assert (engine.head(), 0) == (semantic["vectors_complete_through"], semantic["lag_events"])
+
+    def test_kill_9_between_a_put_and_its_catch_up_loses_nothing(self, tmp_path: Path) -> None:
+        """A process killed (SIGKILL) after its puts and before any catch-up leaves the store
+        lagging but consistent; reopening catches up to exactly a replay's rows, and meaning finds the put."""
+        import json
+        import os
+        import signal
+        import subprocess
+        import sys
+
+        from tests.queries.test_dense import QUESTION
+
+        script = (
+            "import os, signal, sys\n"
+            "from memoree.service.service import Service\n"
+            "from tests.conftest import Caller\n"
+            "from tests.queries.test_dense import seed\n"
+            "call = Caller(Service(sys.argv[1]))\n"
+            "made = seed(call)\n"
+            "assert call.service.engine.vectors_lag() > 0\n"
+            "print(made['claim']['claim_id'], flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n")
+        data = tmp_path / "data"
+        done = subprocess.run([sys.executable, "-c", script, str(data)], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parents[2], timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        assert done.returncode == -signal.SIGKILL, done.stderr
+        claim_id = done.stdout.split()[0]
+        service = Service(data)
+        try:
+            engine = service.engine
+            assert engine.vectors_lag() == 0 and len(rows(engine.conn)["claim_vectors"]) == 3
+            before = rows(engine.conn)
+            engine.reindex()
+            assert before == rows(engine.conn)
+            reply = json.loads(service.handle_bytes(json.dumps({
+                "v": 1, "request_id": "r", "op": "memory.recall", "input": {"query": QUESTION},
+                "context": {"workspace_id": "wsp_test", "project_id": "prj_test"}}).encode()).body)
+            assert [claim_id] == [c["claim_id"] for c in reply["result"]["claims"]]
+        finally:
+            service.close()

@@ -1,6 +1,7 @@
 """``memoree call`` through a warm daemon, and mutation throughput through the daemon.
 
     python -m tools.bench.daemon [--n 2000] [--calls 20] [--store 3000] [--quick]
+    python -m tools.bench.daemon --model [--n 2000] [--store 3000] [--rounds 4]
 
 Rows: ``memoree call capabilities`` and a ``memoree call`` put through a warm daemon vs
 ``python3 -c pass``; the in-process fallback (``--in-process``) vs the same; and durable
@@ -12,6 +13,13 @@ transaction; four clients with one. The row with the old bench's text (one sente
 an empty store) shows what that text hid: it indexes almost nothing new. Each throughput row also
 reports the daemon's CPU per put (from /proc), so a loaded machine's slow fsync shows as a gap
 between CPU and wall time rather than as a mystery.
+
+``--model`` compares the dense channel's cost through the daemon instead: two daemons, one with
+the model off (``MEMOREE_SEMANTIC=off``) and one with it, each store prefilled with ``--store``
+texts, then ``--rounds`` rounds of one-client puts (and one of four clients) on each in turn.
+The daemon with the model embeds after the puts (its writer catches the vectors up when idle or
+when the lag passes its bound): the bench waits until ``doctor`` reports no lag and prints the
+daemon CPU spent catching up, per put, beside the CPU each put cost.
 """
 
 from __future__ import annotations
@@ -107,15 +115,89 @@ def start_daemon(folder: Path, **settings: str) -> tuple[subprocess.Popen[bytes]
     return proc, endpoint
 
 
+def vectors_lag(endpoint: Endpoint) -> int:
+    """The vectors projection's lag behind the log, as the daemon's ``doctor`` reports it."""
+    reply = json.loads(exchange(endpoint, json.dumps({"v": 1, "request_id": "d", "op": "doctor",
+                                                      "input": {}}).encode()))
+    return int(reply["result"]["semantic"].get("lag_events") or 0)
+
+
+def wait_caught_up(endpoint: Endpoint, pid: int, timeout: float = 120.0) -> tuple[float, float]:
+    """Wait until the daemon's vectors lag no more: (seconds waited, daemon CPU seconds meanwhile)."""
+    cpu, started = daemon_cpu_seconds(pid), time.perf_counter()
+    while vectors_lag(endpoint):
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError("the daemon's vectors did not catch up")
+        time.sleep(0.01)
+    return time.perf_counter() - started, daemon_cpu_seconds(pid) - cpu
+
+
+def model_cost(args: argparse.Namespace, items: list[str]) -> list[Row]:
+    """``--model``: daemon puts with the model off and on, in turn (see the module docstring)."""
+    per_round = max(1, args.n // args.rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        daemons = {}
+        for on in (False, True):
+            folder = Path(tmp) / ("on" if on else "off")
+            folder.mkdir()
+            daemons[on] = start_daemon(folder, **({} if on else {"MEMOREE_SEMANTIC": "off"}))
+        try:
+            for on, (proc, endpoint) in daemons.items():
+                prefill(endpoint, items[:args.store])
+                wait_caught_up(endpoint, proc.pid)
+            runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+            later: dict[bool, float] = {False: 0.0, True: 0.0}
+            fresh = iter(range(args.store, len(items)))
+            for r in range(args.rounds):
+                for on in (False, True) if r % 2 == 0 else (True, False):
+                    proc, endpoint = daemons[on]
+                    bodies = [request(i, f"m{r}-", items[next(fresh)]) for i in range(per_round)]
+                    load = os.getloadavg()[0]
+                    runs[on].append(daemon_put_rate(endpoint, bodies, 1, proc.pid))
+                    _, cpu = wait_caught_up(endpoint, proc.pid)
+                    later[on] += cpu
+                    print(f"round {r + 1}, model {'on' if on else 'off'}: {runs[on][-1][0]:.0f} puts/s, daemon CPU "
+                          f"{runs[on][-1][1]:.2f} ms per put, catch-up after {cpu / per_round * 1000:.3f} ms per put "
+                          f"(load average {load:.2f})", flush=True)
+            four = {}
+            for on in (False, True):
+                proc, endpoint = daemons[on]
+                bodies = [request(i, "four", items[next(fresh)]) for i in range(per_round)]
+                four[on] = daemon_put_rate(endpoint, bodies, 4, proc.pid)
+                wait_caught_up(endpoint, proc.pid)
+        finally:
+            for proc, _ in daemons.values():
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+    best = {on: max(rate_ for rate_, _ in runs[on]) for on in runs}
+    cpu_ms = {on: sum(c for _, c in runs[on]) / len(runs[on]) for on in runs}
+    catch_up_ms = later[True] / (per_round * args.rounds) * 1000
+    print(f"daemon CPU per put: {cpu_ms[True]:.2f} ms with the model, {cpu_ms[False]:.2f} ms without; the "
+          f"vectors' catch-up after the puts, batched on the idle writer: {catch_up_ms:.3f} ms of daemon CPU per put")
+    rows = [Row("daemon put, 1 client, best round (puts/s)", best[True], best[False], "/s", "model off"),
+            Row("daemon put, 1 client, mean of rounds", sum(r for r, _ in runs[True]) / len(runs[True]),
+                sum(r for r, _ in runs[False]) / len(runs[False]), "/s", "model off"),
+            Row("daemon put, 4 clients (puts/s)", four[True][0], four[False][0], "/s", "model off"),
+            Row("daemon CPU per put, incl. the later catch-up", cpu_ms[True] + catch_up_ms, cpu_ms[False], "ms",
+                "model off", False)]
+    print_table(rows)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000, help="puts per throughput measurement")
     parser.add_argument("--calls", type=int, default=20, help="process starts per call measurement")
     parser.add_argument("--store", type=int, default=3000, help="artifacts in the store before the puts")
+    parser.add_argument("--model", action="store_true",
+                        help="only compare daemon puts with the embedding model off and on")
+    parser.add_argument("--rounds", type=int, default=4, help="with --model: one-client rounds per side")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
     args = parser.parse_args(argv)
     if args.quick:
         args.n, args.calls, args.store = 40, 2, 20
+    if args.model:
+        return model_cost(args, varied_texts(args.store + 3 * args.n))
     items = varied_texts(args.store + 2 * args.n)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
