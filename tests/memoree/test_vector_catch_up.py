@@ -1,0 +1,112 @@
+"""The daemon and the vectors' catch-up: its reader processes answer through the dense channel
+while the vectors lag, and its writer catches them up when idle and when the lag passes its bound."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoree.client.transport import Endpoint, exchange
+from memoree.daemon import server
+from memoree.daemon.server import Daemon
+from memoree.service.service import Service
+from tests.memoree.test_readpool import ready_readers
+from tests.queries.test_dense import QUESTION
+
+CTX = {"workspace_id": "wsp_test", "project_id": "prj_test"}
+
+
+def call(daemon: Daemon, op: str, payload: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    document = {"v": 1, "request_id": f"req_{op}", "op": op, "context": CTX, "input": payload}
+    if key is not None:
+        document["idempotency_key"] = key
+    reply = json.loads(exchange(Endpoint("unix", str(daemon.endpoint.address)), json.dumps(document).encode()))
+    assert reply["ok"], reply
+    return reply
+
+
+def lag(daemon: Daemon) -> int:
+    """The vectors' lag as ``doctor`` reports it (a reader process's snapshot)."""
+    return call(daemon, "doctor", {})["result"]["semantic"]["lag_events"]
+
+
+def seed(daemon: Daemon) -> tuple[str, int]:
+    """What ``tests.queries.test_dense.seed`` writes, through the daemon: (the claim, the last commit)."""
+    source = call(daemon, "artifact.put", {"kind": "note", "title": "security notes", "content": {
+        "type": "text", "data": "Security notes: user credentials are hashed with argon2 before writing."}}, "s")
+    made = call(daemon, "claim.assert", {"claim_type": "decision", "statement": "User credentials are hashed with argon2",
+                                         "evidence": [{"artifact_id": source["result"]["artifact_id"],
+                                                       "revision_id": source["result"]["revision_id"]}]}, "c1")
+    last = made
+    for i, statement in enumerate(["The billing service stores invoices in PostgreSQL",
+                                   "Search results are ranked with BM25"]):
+        last = call(daemon, "claim.assert", {"claim_type": "decision", "statement": statement, "evidence": []}, f"o{i}")
+    return made["result"]["claim_id"], last["commit_seq"]
+
+
+@pytest.fixture
+def held_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Daemon]:
+    """A daemon in this process (with its three reader processes) whose writer never catches
+    the vectors up on its own during the test."""
+    monkeypatch.setattr(server, "CATCH_UP_IDLE_S", 600.0)
+    monkeypatch.setattr(server, "CATCH_UP_LAG_S", 600.0)
+    monkeypatch.setattr(server, "CATCH_UP_LAG_EVENTS", 10_000)
+    daemon = Daemon(Service(tmp_path / "data"), Endpoint("unix", str(tmp_path / "run" / "d.sock")))
+    daemon.start()
+    thread = threading.Thread(target=daemon.serve_forever, daemon=True)
+    thread.start()
+    yield daemon
+    daemon.stop()
+    thread.join(30)
+
+
+class TestReadersWhileTheVectorsLag:
+    def test_a_reader_process_answers_a_lagging_write_by_meaning(self, held_back: Daemon) -> None:
+        """Puts, then at once (min_commit_seq) a question only the dense channel answers: every
+        reader process finds the claim while the stored vectors still lag the log."""
+        ready_readers(held_back)
+        claim_id, seq = seed(held_back)
+        for _ in range(3):  # three reads in a row: every reader, not just one
+            recalled = call(held_back, "memory.recall", {"query": QUESTION, "min_commit_seq": seq})["result"]
+            assert [claim_id] == [c["claim_id"] for c in recalled["claims"]]
+        assert lag(held_back) >= 4
+
+
+class TestTheWritersCatchUp:
+    def test_the_idle_writer_catches_the_vectors_up(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """With no request arriving, the writer embeds what lags, slice after slice, to lag 0."""
+        monkeypatch.setattr(server, "CATCH_UP_SLICE_EVENTS", 2)
+        daemon = Daemon(Service(tmp_path / "data"), Endpoint("unix", str(tmp_path / "run" / "d.sock")))
+        daemon.start()
+        thread = threading.Thread(target=daemon.serve_forever, daemon=True)
+        thread.start()
+        try:
+            seed(daemon)
+            deadline = time.monotonic() + 30
+            while lag(daemon) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert 0 == lag(daemon) and daemon.writer.catch_ups >= 2
+        finally:
+            daemon.stop()
+            thread.join(30)
+
+    def test_a_steady_stream_never_outgrows_the_lag_bound(self, held_back: Daemon,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+        """With the writer never idle long enough, a lag past its bound is caught up between
+        requests: after each acknowledged put the lag returns below the bound."""
+        monkeypatch.setattr(server, "CATCH_UP_LAG_EVENTS", 3)
+        monkeypatch.setattr(server, "CATCH_UP_SLICE_EVENTS", 2)
+        for i in range(12):
+            call(held_back, "artifact.put", {"kind": "note", "title": f"n{i}",
+                                             "content": {"type": "text", "data": f"steady note {i}"}}, f"p{i}")
+            deadline = time.monotonic() + 5
+            while lag(held_back) >= 3 and time.monotonic() < deadline:
+                time.sleep(0.01)  # the writer's check runs just after it answered
+            assert lag(held_back) < 3
+        assert held_back.writer.catch_ups >= 4
