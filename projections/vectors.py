@@ -46,6 +46,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
+import msgspec
+
+from memoree.errors import IntegrityError
 from memoree.eventlog.store import RecordedEvent
 
 from .embed_worker import EmbeddingWorker, WorkerFailed, embed_request
@@ -117,12 +120,21 @@ def _embedded_revisions(conn: Any, after: int, upto: int) -> tuple[list[str], li
 
     marks = ",".join("?" * len(EMBEDDED_EVENTS))
     artifacts, claims = [], []
-    for type_, data in conn.execute(
-            f"SELECT type, data FROM events WHERE commit_seq > ? AND commit_seq <= ? AND type IN ({marks}) "
+    for seq, data in conn.execute(
+            f"SELECT commit_seq, data FROM events WHERE commit_seq > ? AND commit_seq <= ? AND type IN ({marks}) "
             "ORDER BY commit_seq", (after, upto, *EMBEDDED_EVENTS)):
-        revision_id = decode_payload(decode_envelope(bytes(data))).revision_id
-        (artifacts if type_.startswith("artifact.") else claims).append(revision_id)
+        try:
+            envelope = decode_envelope(bytes(data))
+            revision_id = decode_payload(envelope).revision_id
+        except (msgspec.DecodeError, msgspec.ValidationError, AttributeError) as exc:
+            raise _damaged(f"the event at commit_seq {seq} does not decode ({exc})") from None
+        (artifacts if envelope.type.startswith("artifact.") else claims).append(revision_id)
     return artifacts, claims
+
+
+def _damaged(what: str) -> IntegrityError:
+    return IntegrityError(f"the vectors cannot catch up: {what}",
+                          hint="Run `memoree verify` to find the damage, then `memoree reindex`.")
 
 
 def pending_rows(conn: Any, after: int, upto: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -156,16 +168,20 @@ def caught_up_rows(conn: Any, table: str) -> list[tuple[Any, ...]]:
 
 
 def _artifact_text(conn: Any, revision_id: str) -> _Revision:
-    doc_id, artifact_id, title, body = conn.execute(
-        "SELECT doc_id, artifact_id, title, body FROM artifact_search_text WHERE revision_id = ?",
-        (revision_id,)).fetchone()
+    row = conn.execute("SELECT doc_id, artifact_id, title, body FROM artifact_search_text WHERE revision_id = ?",
+                       (revision_id,)).fetchone()
+    if row is None:
+        raise _damaged(f"the fts projection holds no text of revision {revision_id}")
+    doc_id, artifact_id, title, body = row
     return doc_id, revision_id, artifact_id, title, body
 
 
 def _claim_text(conn: Any, revision_id: str) -> tuple[int, str, str]:
-    doc_id, statement = conn.execute(
-        "SELECT doc_id, statement FROM claim_search_text WHERE revision_id = ?", (revision_id,)).fetchone()
-    return doc_id, revision_id, statement
+    row = conn.execute("SELECT doc_id, statement FROM claim_search_text WHERE revision_id = ?",
+                       (revision_id,)).fetchone()
+    if row is None:
+        raise _damaged(f"the fts projection holds no text of revision {revision_id}")
+    return row[0], revision_id, row[1]
 
 
 def artifact_rows(batch: list[_Revision], reply: tuple[Any, bytes]) -> list[tuple[Any, ...]]:
@@ -300,14 +316,20 @@ class VectorsProjector:
         upto = head if max_events is None else min(head, mark + max_events)
         artifacts, claims = _embedded_revisions(conn, mark, upto)
         bulk, self.bulk = self.bulk, True
+        if len(artifacts) + len(claims) > WORKER_AFTER_ROWS:  # a long lag (a bulk load): as a replay
+            self.replayed_rows = 0
         try:
             for revision_id in artifacts:
                 self._artifact_revision(conn, revision_id)
             for revision_id in claims:
                 self._claim_revision(conn, revision_id)
             self._flush(conn)
+            self._collect(conn, until_empty=True)
         finally:
             self.bulk = bulk
+            self._stop_worker()
+            self.in_flight.clear()
+            self.replayed_rows = None
         if upto >= head:
             conn.execute("DELETE FROM vector_state WHERE key = ?", (WATERMARK,))
         else:

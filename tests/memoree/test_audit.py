@@ -255,6 +255,7 @@ class TestProofs:
 
 
 def tables_snapshot(engine: Engine) -> dict[str, Any]:
+    engine.catch_up_vectors()  # the vectors level with the log, as a replay leaves them
     tables = [t for p in engine.projectors for t in owned_tables(p)]
     return {t: sorted(map(repr, engine.conn.execute(f"SELECT * FROM {t}").fetchall())) for t in tables}
 

@@ -24,6 +24,10 @@ alike. The store holds N synthetic artifacts (``tools.bench.search``'s corpus) a
   then runs once, batched, as an embedded store does before its next dense read or at close: its
   wall and CPU time per put are printed beside the rate, and the rate with it included, because
   the embedding is moved, not removed. Each side's CPU per put is printed too;
+- search with a tail (``--tail-reps``): ``k`` puts (1, 10, 100) leave the vectors lagging, then one
+  search is answered as a daemon's reader process answers it (a read-only connection, which
+  embeds the lagging events in memory), against the same kind of search once caught up (a
+  different query each time, so no cache of the query's embedding helps either side);
 - the nearest-document scan alone over ``--scan-rows`` int8 vectors (the model's embeddings of
   synthetic token bags, see ``scan_cost``): the Hamming-prefiltered numpy scan the channel uses,
   every row exactly, and (where the ``sqlite-vec`` package is installed) the same rows in a
@@ -138,6 +142,50 @@ def search_samples(service: Any, mix: list[str], reps: int) -> dict[bool, list[f
     return samples
 
 
+TAIL_SIZES = (1, 10, 100)
+
+
+def tail_cost(service: Any, mix: list[str], reps: int) -> dict[int, tuple[float, float]]:
+    """Search ms with a tail of k lagging events vs caught up (p50 of ``reps`` each), per k."""
+    from memoree.daemon.reader import ReadView
+    from tools.bench.put import texts as put_texts
+    from tools.bench.search import CONTEXT
+
+    view = ReadView(service.data_dir)
+    engine = service.engine
+    engine.catch_up_vectors()
+    items = iter(put_texts(sum(TAIL_SIZES) * reps))
+    queries = iter(mix * (2 * len(TAIL_SIZES) * reps // max(1, len(mix)) + 1))
+
+    def timed_search() -> float:
+        body = json.dumps({"v": 1, "request_id": "t", "op": "search", "context": CONTEXT,
+                           "input": {"query": next(queries)}}).encode()
+        started = time.perf_counter()
+        reply = service.reading_through(view, lambda: view.snapshot(lambda: service.handle_bytes(body)))
+        assert reply.ok, reply.body[:300]
+        return (time.perf_counter() - started) * 1000
+
+    found: dict[int, tuple[float, float]] = {}
+    try:
+        for k in TAIL_SIZES:
+            with_tail, caught_up = [], []
+            for rep in range(reps):
+                for i in range(k):
+                    body = json.dumps({"v": 1, "request_id": "p", "op": "artifact.put",
+                                       "idempotency_key": f"tail{k}-{rep}-{i}", "context": CONTEXT,
+                                       "input": {"kind": "note", "title": "tail",
+                                                 "content": {"type": "text", "data": next(items)}}}).encode()
+                    assert service.handle_bytes(body).ok
+                assert engine.vectors_lag() >= k
+                with_tail.append(timed_search())
+                engine.catch_up_vectors()
+                caught_up.append(timed_search())
+            found[k] = (percentile(with_tail, 50), percentile(caught_up, 50))
+    finally:
+        view.close()
+    return found
+
+
 def put_rates(folder: Path, puts: int) -> dict[Any, float]:
     """Put rates with the model off and on (keys False, True), each side's CPU ms per put
     (``cpu_ms_off``, ``cpu_ms_on``), and the catch-up that the side with the model owes after:
@@ -190,7 +238,7 @@ def progress(line: str) -> None:
 
 
 def measure(n: int, claims: float, puts: int, reps: int, say: Callable[[str], None] = progress,
-            reindexes: int = 2) -> dict[str, float]:
+            reindexes: int = 2, tail_reps: int = 0) -> dict[str, Any]:
     from memoree.service.service import Service
     from tools.bench.bulk import bulk_load, requests
     from tools.bench.search import make_corpus, query_mix
@@ -209,12 +257,13 @@ def measure(n: int, claims: float, puts: int, reps: int, say: Callable[[str], No
     model_switch(True)
     mix = [q for group in query_mix(corpus, random.Random(7)).values() for q in group] + QUESTIONS
     samples = search_samples(service, mix, reps)
+    tails = tail_cost(service, mix, tail_reps) if tail_reps else {}
     service.close()
     nan = float("nan")
     rates = put_rates(folder, puts) if puts else {True: nan, False: nan}
     shutil.rmtree(folder, ignore_errors=True)
     nothing = [nan]
-    return {"load_s": load_seconds, "put_cpu_on_ms": rates.get("cpu_ms_on", nan),
+    return {"load_s": load_seconds, "tails": tails, "put_cpu_on_ms": rates.get("cpu_ms_on", nan),
             "put_cpu_off_ms": rates.get("cpu_ms_off", nan), "catch_up_ms": rates.get("catch_up_ms", nan),
             "catch_up_cpu_ms": rates.get("catch_up_cpu_ms", nan),
             "put_with_catch_up_per_s": rates.get("with_catch_up", nan),
@@ -394,6 +443,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
                         help="with --scan-only: prefilter kept-row counts to compare (repeatable; "
                              "default 1024, 2048, 4096, 8192)")
     parser.add_argument("--queries", type=int, default=40, help="queries per scan")
+    parser.add_argument("--tail-reps", type=int, default=0,
+                        help="searches per tail size (1, 10, 100 lagging events) answered read-only; 0: skip")
     parser.add_argument("--no-sqlite-vec", action="store_true", help="skip the sqlite-vec comparison")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
     parser.add_argument("--reindex-store", type=Path, default=None,
@@ -413,7 +464,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         args.reps = 2
     scan_rows = (args.scan_rows or [400_000])[-1]
     scan = scan_cost(scan_rows, args.queries, not args.no_sqlite_vec)
-    m = measure(args.n, args.claims, args.puts, args.reps, reindexes=args.reindexes)
+    m = measure(args.n, args.claims, args.puts, args.reps, reindexes=args.reindexes, tail_reps=args.tail_reps)
     rows = [
         Row("put rate, 1 KiB", m["put_on_per_s"], m["put_off_per_s"], "/s", "no dense"),
         Row("put rate, 1 KiB, with the later catch-up", m["put_with_catch_up_per_s"], m["put_off_per_s"], "/s",
@@ -426,6 +477,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
         Row(f"dense nearest at {scan_rows} vectors", scan["prefiltered_p50_ms"], scan["exact_p50_ms"],
             "ms", "exact scan", False),
     ]
+    rows += [Row(f"search p50, tail of {k} lagging events", tailed, caught, "ms", "caught up", False)
+             for k, (tailed, caught) in m["tails"].items()]
     rows = [row for row in rows if not math.isnan(row.ours)]  # skipped (--puts 0, --reindexes 0)
     if "sqlite_vec_p50_ms" in scan:
         rows.append(Row(f"sqlite-vec {scan['sqlite_vec_version']} KNN at {scan_rows} vectors",
