@@ -27,6 +27,14 @@ class TestDaemonBenchSmoke:
         assert len(rows) in (6, 7)  # the peer row needs eventsourcing installed
         assert all(row.ours > 0 and row.baseline > 0 for row in rows)
 
+    def test_daemon_model_comparison_waits_for_the_catch_up(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``--model`` runs daemons with the model off and on, and prints the catch-up's CPU per put."""
+        from tools.bench import daemon
+
+        rows = daemon.main(["--quick", "--model"])
+        assert 4 == len(rows) and all(row.ours > 0 and row.baseline > 0 for row in rows)
+        assert "catch-up after the puts" in capsys.readouterr().out
+
 
 class TestSemanticBenchSmoke:
     def test_semantic_benchmark_runs_and_reports_every_row(self) -> None:
@@ -35,9 +43,10 @@ class TestSemanticBenchSmoke:
         from memoree.projections import embedding
         from tools.bench import semantic
 
-        rows = semantic.main(["--quick", "--n", "120", "--puts", "10", "--scan-rows", "5000"])
-        # The sqlite-vec comparison row is there where the bench extra is installed.
-        assert 5 + (importlib.util.find_spec("sqlite_vec") is not None) == len(rows)
+        rows = semantic.main(["--quick", "--n", "120", "--puts", "10", "--scan-rows", "5000", "--tail-reps", "1"])
+        # The sqlite-vec comparison row is there where the bench extra is installed; a put row
+        # with the later catch-up and one row per tail size come with --puts and --tail-reps.
+        assert 9 + (importlib.util.find_spec("sqlite_vec") is not None) == len(rows)
         assert all(row.ours > 0 and row.baseline > 0 for row in rows)
         assert embedding.load_model() is not None
 
