@@ -145,11 +145,14 @@ def pending_rows(conn: Any, after: int, upto: int) -> tuple[list[tuple[Any, ...]
     if model is None or upto <= after:
         return [], []
     artifact_ids, claim_ids = _embedded_revisions(conn, after, upto)
-    revisions = [_artifact_text(conn, revision_id) for revision_id in artifact_ids]
-    claims = [_claim_text(conn, revision_id) for revision_id in claim_ids]
-    artifacts = artifact_rows(revisions, embed_request(model, ["a", [[r[3], r[4]] for r in revisions]])) \
-        if revisions else []
-    claimed = claim_rows(claims, embed_request(model, ["t", [row[-1] for row in claims]])) if claims else []
+    artifacts: list[tuple[Any, ...]] = []
+    claimed: list[tuple[Any, ...]] = []
+    for at in range(0, len(artifact_ids), BULK_BATCH):  # batches: a long tail's memory stays bounded
+        revisions = [_artifact_text(conn, revision_id) for revision_id in artifact_ids[at:at + BULK_BATCH]]
+        artifacts += artifact_rows(revisions, embed_request(model, ["a", [[r[3], r[4]] for r in revisions]]))
+    for at in range(0, len(claim_ids), BULK_BATCH):
+        claims = [_claim_text(conn, revision_id) for revision_id in claim_ids[at:at + BULK_BATCH]]
+        claimed += claim_rows(claims, embed_request(model, ["t", [row[-1] for row in claims]]))
     return sorted(artifacts), sorted(claimed)
 
 
