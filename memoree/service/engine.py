@@ -105,7 +105,7 @@ class Engine:
         scrub_dead_copies(self.data_dir)  # scratch and staged copies a killed process left
         self._bring_projections_up_to_date()
         self._finish_purges()
-        self.catch_up_vectors()  # what a crash (or a close that could not) left lagging
+        self._catch_up_or_warn()  # what a crash (or a close that could not) left lagging
         if self.shared is not None:
             # catch-up subscription: the follower feeds projectors of its own, on its own connection
             self.shared.follow(projection_sink(self.projectors),
@@ -220,11 +220,16 @@ class Engine:
             finally:
                 self.conn.execute(f"PRAGMA synchronous = {int(synchronous)}")
 
-    def close(self) -> None:
+    def _catch_up_or_warn(self) -> None:
+        """Catch the vectors up where opening or closing: a failure (a damaged log, a full disk)
+        must not stop either; reads embed what lags meanwhile, and verify names the damage."""
         try:
             self.catch_up_vectors()
-        except MemoreeError as exc:  # the next open catches up: closing must not fail for it
+        except MemoreeError as exc:
             logger().warning("vectors_catch_up_failed", detail=exc.message)
+
+    def close(self) -> None:
+        self._catch_up_or_warn()
         if self.shared is not None:
             self.shared.close()
         self.conn.close()
