@@ -12,6 +12,13 @@ acknowledges them only after the one COMMIT (group commit): concurrent clients s
 and nothing is answered before it is durable. The writer survives every exception: a request
 whose handling fails in any way gets a typed error envelope, and the loop goes on.
 
+Between requests the writer catches the vectors projection up (``Engine.catch_up_vectors``,
+``projections.vectors``): once no request has arrived for ``CATCH_UP_IDLE_S`` (then slice after
+slice while none arrives), and also after a request whenever the lag is ``CATCH_UP_LAG_EVENTS``
+events or more or has lasted ``CATCH_UP_LAG_S`` (a steady stream never leaves it growing). A
+slice embeds at most ``CATCH_UP_SLICE_EVENTS`` events, so a request arriving meanwhile waits for
+one short slice at most; reads meanwhile embed the few lagging events in memory.
+
 Folders must be private and this user's (``memoree.client.paths.private_dir``: another user's folder is
 refused, never chmod-ed); the Unix socket is 0600 in such a folder; a singleton lock guards each
 socket path and each data dir; a stale socket from a dead daemon is removed; TCP binds loopback
@@ -72,6 +79,7 @@ CATCH_UP_IDLE_S = 0.05
 CATCH_UP_LAG_EVENTS = 512
 CATCH_UP_LAG_S = 2.0
 CATCH_UP_SLICE_EVENTS = 64
+CATCH_UP_RETRY_S = 30.0  # after a catch-up failed (a full disk, a damaged log): try again this late
 SEAL_CHECK_EVERY = 64  # requests between checks for a full Merkle batch (1,000 events)
 LISTEN_BACKLOG = 512
 # Request bodies being read at once: as many maximum-size frames as the protocol's concurrency.
@@ -100,6 +108,7 @@ class Writer(threading.Thread):
         self.grouped_requests = 0
         self._since_seal_check = 0
         self.lagging_since: float | None = None  # monotonic time the vectors began to lag
+        self.retry_at = 0.0  # no catch-up before this monotonic time (after a failure)
         self.catch_ups = 0
 
     def submit(self, raw: bytes) -> Future[bytes]:
@@ -112,14 +121,15 @@ class Writer(threading.Thread):
 
     def run(self) -> None:
         while True:
-            lagging = self.lagging_since is not None
+            lagging = self.lagging_since is not None and time.monotonic() >= self.retry_at
             try:
                 item = self.inbox.get(timeout=CATCH_UP_IDLE_S if lagging else BATCH_SECONDS)
             except queue.Empty:
-                if lagging:
-                    self._catch_up()  # idle: one slice, then look for requests again
-                else:
+                if not lagging:
                     self._seal(force_age=True)
+                # Idle: slice after slice, looking for a request between two.
+                while lagging and self.inbox.empty() and self._catch_up():
+                    pass
                 continue
             if item is None:
                 return
@@ -150,18 +160,21 @@ class Writer(threading.Thread):
         now = time.monotonic()
         if self.lagging_since is None:
             self.lagging_since = now
-        if lag >= CATCH_UP_LAG_EVENTS or now - self.lagging_since >= CATCH_UP_LAG_S:
+        if now >= self.retry_at and (lag >= CATCH_UP_LAG_EVENTS or now - self.lagging_since >= CATCH_UP_LAG_S):
             self._catch_up()
 
-    def _catch_up(self) -> None:
-        """One slice of the vectors' catch-up; the lag clock restarts after each slice."""
+    def _catch_up(self) -> bool:
+        """One slice of the vectors' catch-up; the lag clock restarts after each slice. Returns
+        whether more is left to do now (a failure waits ``CATCH_UP_RETRY_S``)."""
         try:
             self.service.engine.catch_up_vectors(CATCH_UP_SLICE_EVENTS)
             self.catch_ups += 1
             self.lagging_since = time.monotonic() if self.service.engine.vectors_lag() else None
         except BaseException as exc:  # noqa: BLE001 - reads embed the lag in memory meanwhile
             logger().error("vectors_catch_up_failed", exc_info=exc)
-            self.lagging_since = time.monotonic()
+            self.lagging_since = self.retry_at = time.monotonic() + CATCH_UP_RETRY_S
+            return False
+        return self.lagging_since is not None
 
     def _gather(self, first: tuple[bytes, Future[bytes]]) -> list[tuple[bytes, Future[bytes]]]:
         batch = [first]
