@@ -16,7 +16,7 @@ from memoree.client.transport import Endpoint, exchange
 from memoree.daemon import server
 from memoree.daemon.server import Daemon
 from memoree.service.service import Service
-from tests.memoree.test_readpool import ready_readers
+from tests.memoree.test_readpool import Served, ready_readers, served  # noqa: F401 - a fixture
 from tests.queries.test_dense import QUESTION
 
 CTX = {"workspace_id": "wsp_test", "project_id": "prj_test"}
@@ -76,6 +76,23 @@ class TestReadersWhileTheVectorsLag:
             recalled = call(held_back, "memory.recall", {"query": QUESTION, "min_commit_seq": seq})["result"]
             assert [claim_id] == [c["claim_id"] for c in recalled["claims"]]
         assert lag(held_back) >= 4
+
+
+class TestMemoreeServe:
+    def test_an_acknowledged_claim_is_recalled_by_meaning_at_once(self, served: Served) -> None:
+        """Through `memoree serve` with its defaults: right after an acknowledged claim, a recall
+        by meaning alone with its commit_seq finds it, from each reader process in turn."""
+        served.readers_settled(3)
+        for i, statement in enumerate(["The billing service stores invoices in PostgreSQL",
+                                       "Search results are ranked with BM25",
+                                       "User credentials are hashed with argon2"]):
+            made = served.call("claim.assert", {"claim_type": "decision", "statement": statement, "evidence": []},
+                               idempotency_key=f"m{i}")
+            assert made["ok"], made
+        for _ in range(3):
+            recalled = served.call("memory.recall", {"query": QUESTION, "min_commit_seq": made["commit_seq"]})
+            assert recalled["ok"], recalled
+            assert [made["result"]["claim_id"]] == [c["claim_id"] for c in recalled["result"]["claims"]]
 
 
 class TestTheWritersCatchUp:
