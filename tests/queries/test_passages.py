@@ -6,7 +6,17 @@ from typing import Any
 
 from memoree.projections.chunker import span_citation
 from memoree.queries.analysis import analyze_query
-from memoree.queries.context_build import TITLE_SHARE, candidate_line_idf, rescored, with_context
+from memoree.queries.context_build import (
+    OTHER_SPEAKER_SHARE,
+    REPLY_SHARE,
+    TITLE_SHARE,
+    LineWeights,
+    candidate_line_idf,
+    line_speaker,
+    named_speakers,
+    rescored,
+    with_context,
+)
 from memoree.queries.passages import (
     HIT_WINDOW_BYTES,
     MAX_PASSAGE_BYTES,
@@ -92,6 +102,44 @@ class TestScoring:
         assert [(4.0, lines[1]), (2.0, lines[0]), (2.0, lines[2])] == sorted(
             with_context(lines), key=lambda pair: (-pair[0], pair[1].start))
 
+    def test_a_matching_line_after_a_stronger_one_scores_at_least_its_reply_share(self) -> None:
+        """The answer after a question that holds the query's words rises to REPLY_SHARE of the
+        question's score; a line before it, or one stronger already, keeps its own score."""
+        lines = [Passage(0, 10, "a", 0.5, frozenset({0})), Passage(11, 20, "b", 10.0, frozenset({0, 1})),
+                 Passage(21, 30, "c", 0.5, frozenset({0})), Passage(31, 40, "d", 9.0, frozenset({0}))]
+        scores = dict((p.start, score) for score, p in with_context(lines))
+        assert scores == {0: 0.5, 11: 10.0, 21: REPLY_SHARE * 10.0, 31: 9.0}
+
+
+class TestSpeakers:
+    """Transcript lines: the speaker a query names, and whose line is whose."""
+
+    def test_a_transcript_line_has_a_speaker_and_what_they_say(self) -> None:
+        """An optional bracketed label, a name and a colon; other lines have no speaker."""
+        assert ("Caroline", "I went to a support group") == line_speaker("[D1:3] Caroline: I went to a support group")
+        assert ("Dr. Lee", "take two") == line_speaker("Dr. Lee: take two")
+        assert (None, "just a sentence, no speaker") == line_speaker("just a sentence, no speaker")
+        assert (None, "12:30 lunch") == line_speaker("12:30 lunch")
+
+    def test_the_named_speakers_are_those_whose_label_holds_a_query_unit(self) -> None:
+        """A name said in a line's body does not make its speaker named."""
+        scorer = PassageScorer(analyze_query("What has Melanie painted?"), [1.0, 1.0])
+        texts = ["[D1:1] Caroline: Thanks, Melanie! Is that your painting?", "[D1:2] Melanie: Yes, a lake"]
+        assert frozenset({"Melanie"}) == named_speakers(scorer, texts)
+        assert frozenset() == named_speakers(scorer, ["[D1:1] Caroline: Thanks, Melanie!"])
+
+    def test_another_speakers_line_counts_at_its_share_and_meaning_raises_a_line(self) -> None:
+        """With a named speaker, a matching line someone else says is scaled by
+        OTHER_SPEAKER_SHARE; a cosine c multiplies by 1 + 2c; lines without units are untouched."""
+        other = Passage(0, 10, "[D1:1] Caroline: Thanks, Melanie!", 2.0, frozenset({0}))
+        named = Passage(11, 20, "[D1:2] Melanie: a lake at sunrise", 2.0, frozenset({0}))
+        plain = Passage(21, 30, "[D1:3] Caroline: nice", 0.0, frozenset())
+        weigh = LineWeights(frozenset({"Melanie"}), {("rev", 11): 0.25, ("rev", 21): 0.9})
+        assert OTHER_SPEAKER_SHARE * 2.0 == weigh("rev", other).score
+        assert 2.0 * 1.5 == weigh("rev", named).score
+        assert plain == weigh("rev", plain)
+        assert other == LineWeights(frozenset(), {})("rev", other)
+
 
 class TestEvidence:
     """Hits cite the matching passage, and context.build shows it with its exact span."""
@@ -137,6 +185,16 @@ class TestEvidence:
         result = call.ok("context.build", {"query": "pottery class in July", "max_bytes": 2000})["result"]
         shown = [item["entity_id"] for item in result["manifest"] if item["passages"]]
         assert [july["artifact_id"], may["artifact_id"]] == shown[:2]
+
+    def test_the_named_speakers_answer_comes_before_the_question_put_to_them(self, call: Caller) -> None:
+        """Asked what Ann painted, the budget for one line goes to Ann's own line, not to Bob's
+        question that names her and repeats the query's words."""
+        put(call, "# Session 1\n\n[D1:1] Bob: Ann, what did you paint at the lighthouse?\n"
+                  "[D1:2] Ann: I painted the old boat orange\n" + TURNS, title="Session 1")
+        result = call.ok("context.build", {"query": "What did Ann paint at the lighthouse?",
+                                           "max_bytes": 440, "semantic": {"enabled": False}})["result"]
+        assert "[D1:2] Ann: I painted the old boat orange" in result["rendered_markdown"]
+        assert "[D1:1] Bob" not in result["rendered_markdown"]
 
     def test_a_claims_evidence_passage_is_shown_once(self, call: Caller) -> None:
         """A claim brings its evidence line's text; its artifact does not repeat that line."""
