@@ -63,6 +63,7 @@ SPEAKER_LINE = re.compile(r"(?:\[[^\]\n]{1,40}\][ \t]*)?([^\W\d_][\w .'-]{0,40}?
 OTHER_SPEAKER_SHARE = 0.5
 MEANING_WEIGHT = 2.0
 REPLY_SHARE = 0.3
+MAX_WEIGHED_LINES = 48
 ELLIPSIS = "…"
 
 
@@ -285,16 +286,16 @@ def evidence_items(run: SearchRun, query: str = "") -> list[_Item]:
     scorer = run.scorer
     items: list[_Item] = []
     line_idf = candidate_line_idf(scorer, run.passages) if scorer else None
-    weigh = LineWeights.of(run, query) if scorer is not None and line_idf is not None else None
+    weights = LineWeights.of(run, query) if scorer is not None and line_idf is not None else None
     for rank, hit in enumerate(run.hits):
         if hit.entity_type == "claim":
             score = scorer.score(hit.excerpt)[0] if scorer else 0.0
             items.append(_Item(score, rank, 0, hit))
             continue
         passages = run.passages.get(hit.revision_id, [])
-        if scorer is not None and line_idf is not None and weigh is not None:
+        if scorer is not None and line_idf is not None and weights is not None:
             title = scorer.counts(hit.title)[0] if hit.title else {}
-            passages = [weigh(hit.revision_id, rescored(line_idf, p, title)) for p in passages]
+            passages = [rescored(line_idf, p, title, weights.factor(hit.revision_id, p)) for p in passages]
         scored = with_context(passages)
         if not scored:
             items.append(_Item(0.0, rank, 0, hit))  # title-only match: the header alone
@@ -311,7 +312,7 @@ def line_speaker(text: str) -> tuple[str | None, str]:
 
 
 class LineWeights:
-    """What a candidate line's score is weighed by, beyond its words.
+    """What a matching candidate line's score is multiplied by, beyond its words.
 
     * **Who speaks.** When the query names a speaker of the candidate lines (a query unit is in
       their speaker label), it asks about that person's words: a line another speaker says
@@ -319,55 +320,61 @@ class LineWeights:
       ``OTHER_SPEAKER_SHARE``; the reply keeps its chance through ``REPLY_SHARE``.
     * **Meaning.** With the dense channel on, ``1 + MEANING_WEIGHT × cos`` (the local model's
       cosine of the query and what the line says, floored at 0): of two lines that match the
-      same words, the one nearer the question in meaning goes first. Words stay the base:
-      a line without a query unit gets no score from meaning alone.
+      same words, the one nearer the question in meaning goes first. Words stay the base: a
+      line without a query unit gets no score from meaning alone.
     """
 
-    def __init__(self, named: frozenset[str], similarity: dict[tuple[str, int], float]) -> None:
-        self.named = named
-        self.similarity = similarity
+    def __init__(self, factors: dict[tuple[str, int], float]) -> None:
+        self.factors = factors
 
     @classmethod
     def of(cls, run: SearchRun, query: str) -> "LineWeights":
-        lines = [(revision, p) for revision, found in run.passages.items() for p in found]
-        return cls(named_speakers(run.scorer, [p.text for _, p in lines]),
-                   line_similarities(run, query, lines))
+        lines = [(revision, p) for revision, found in run.passages.items() for p in found if p.units]
+        spoken = {(revision, p.start): line_speaker(p.text) for revision, p in lines}
+        named = named_speakers(run.scorer, {speaker for speaker, _ in spoken.values() if speaker is not None})
+        ready = run.semantic is not None and run.semantic.state == "ready"
+        # Only the lines best by their words are embedded: a bound on the work, and a line far
+        # below them does not reach a budget by meaning alone.
+        weighed = [(revision, p.start) for revision, p in
+                   sorted(lines, key=lambda line: -line[1].score)[:MAX_WEIGHED_LINES]]
+        similarity = dict(zip(weighed, line_similarities(ready, query, [spoken[key][1] for key in weighed])))
+        factors: dict[tuple[str, int], float] = {}
+        for key, (speaker, _) in spoken.items():
+            factor = line_factor(speaker, named, similarity.get(key, 0.0))
+            if factor != 1.0:
+                factors[key] = factor
+        return cls(factors)
 
-    def __call__(self, revision_id: str, passage: Passage) -> Passage:
-        if not passage.units:
-            return passage
-        factor = 1.0 + MEANING_WEIGHT * self.similarity.get((revision_id, passage.start), 0.0)
-        speaker, _ = line_speaker(passage.text)
-        if self.named and speaker is not None and speaker not in self.named:
-            factor *= OTHER_SPEAKER_SHARE
-        if factor == 1.0:
-            return passage
-        return Passage(passage.start, passage.end, passage.text, round(passage.score * factor, 12),
-                       passage.units, passage.words, passage.counts)
+    def factor(self, revision_id: str, passage: Passage) -> float:
+        return self.factors.get((revision_id, passage.start), 1.0)
 
 
-def named_speakers(scorer: PassageScorer | None, texts: list[str]) -> frozenset[str]:
-    """The speaker labels of the candidate lines that hold a query unit."""
+def line_factor(speaker: str | None, named: frozenset[str], similarity: float) -> float:
+    """A matching line's weight: ``1 + MEANING_WEIGHT × similarity``, times
+    ``OTHER_SPEAKER_SHARE`` when the query names speakers and this line's speaker is not one."""
+    factor = 1.0 + MEANING_WEIGHT * similarity
+    if named and speaker is not None and speaker not in named:
+        factor *= OTHER_SPEAKER_SHARE
+    return factor
+
+
+def named_speakers(scorer: PassageScorer | None, speakers: set[str]) -> frozenset[str]:
+    """The speaker labels that hold a query unit."""
     if scorer is None:
         return frozenset()
-    labels = {speaker for speaker, _ in map(line_speaker, texts) if speaker is not None}
-    return frozenset(label for label in labels if scorer.counts(label)[0])
+    return frozenset(label for label in speakers if scorer.counts(label)[0])
 
 
-def line_similarities(run: SearchRun, query: str,
-                      lines: list[tuple[str, Passage]]) -> dict[tuple[str, int], float]:
-    """Each matching line's cosine with the query (what it says, without its speaker label),
-    floored at 0; empty unless the request's dense channel is ready."""
-    matching = [(revision, p) for revision, p in lines if p.units]
-    if not matching or not query.strip() or run.semantic is None or run.semantic.state != "ready":
-        return {}
+def line_similarities(ready: bool, query: str, said: list[str]) -> list[float]:
+    """Each text's cosine with the query, floored at 0; empty unless the request's dense channel
+    is ``ready`` (so a request with the channel off is answered lexically)."""
+    if not ready or not said or not query.strip():
+        return []
     model = load_model()
     if model is None:
-        return {}
-    vectors = model.embed([query, *(line_speaker(p.text)[1] for _, p in matching)])
-    cosines = (vectors[1:] @ vectors[0]).tolist()
-    return {(revision, p.start): max(0.0, round(cosine, 6))
-            for (revision, p), cosine in zip(matching, cosines)}
+        return []
+    vectors = model.embed([query, *said])
+    return [max(0.0, round(cosine, 6)) for cosine in (vectors[1:] @ vectors[0]).tolist()]
 
 
 def candidate_line_idf(scorer: PassageScorer, passages: dict[str, list[Passage]]) -> list[float] | None:
@@ -388,18 +395,19 @@ def candidate_line_idf(scorer: PassageScorer, passages: dict[str, list[Passage]]
             for horizon, df in zip(scorer.idf, frequency)]
 
 
-def rescored(idf: list[float], passage: Passage, title: dict[int, int]) -> Passage:
+def rescored(idf: list[float], passage: Passage, title: dict[int, int], factor: float = 1.0) -> Passage:
     """A matching line scored with the candidate-line weights and read under its title: the
     query units only the title holds (a session's date, a document's subject) add
     ``TITLE_SHARE`` of their score at the line's length. The title says what the whole
-    document is about, not this line, so its units weigh less than the line's own."""
+    document is about, not this line, so its units weigh less than the line's own. ``factor``:
+    the line's ``LineWeights``."""
     if not passage.units or not passage.counts:
         return passage
     score = bm25_sum(idf, passage.counts, passage.words)
     extra = [(unit, count) for unit, count in title.items() if unit not in passage.units]
     if extra:
         score += TITLE_SHARE * bm25_sum(idf, extra, passage.words)
-    return Passage(passage.start, passage.end, passage.text, round(score, 12), passage.units,
+    return Passage(passage.start, passage.end, passage.text, round(score * factor, 12), passage.units,
                    passage.words, passage.counts)
 
 

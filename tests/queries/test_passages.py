@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from memoree.projections.chunker import span_citation
+from memoree.projections.embedding import load_model
 from memoree.queries.analysis import analyze_query
 from memoree.queries.context_build import (
     OTHER_SPEAKER_SHARE,
     REPLY_SHARE,
     TITLE_SHARE,
-    LineWeights,
     candidate_line_idf,
+    line_factor,
+    line_similarities,
     line_speaker,
     named_speakers,
     rescored,
@@ -125,20 +129,28 @@ class TestSpeakers:
         """A name said in a line's body does not make its speaker named."""
         scorer = PassageScorer(analyze_query("What has Melanie painted?"), [1.0, 1.0])
         texts = ["[D1:1] Caroline: Thanks, Melanie! Is that your painting?", "[D1:2] Melanie: Yes, a lake"]
-        assert frozenset({"Melanie"}) == named_speakers(scorer, texts)
-        assert frozenset() == named_speakers(scorer, ["[D1:1] Caroline: Thanks, Melanie!"])
+        speakers = {line_speaker(text)[0] for text in texts}
+        assert frozenset({"Melanie"}) == named_speakers(scorer, speakers)
+        assert frozenset() == named_speakers(scorer, {"Caroline"})
 
     def test_another_speakers_line_counts_at_its_share_and_meaning_raises_a_line(self) -> None:
-        """With a named speaker, a matching line someone else says is scaled by
-        OTHER_SPEAKER_SHARE; a cosine c multiplies by 1 + 2c; lines without units are untouched."""
-        other = Passage(0, 10, "[D1:1] Caroline: Thanks, Melanie!", 2.0, frozenset({0}))
-        named = Passage(11, 20, "[D1:2] Melanie: a lake at sunrise", 2.0, frozenset({0}))
-        plain = Passage(21, 30, "[D1:3] Caroline: nice", 0.0, frozenset())
-        weigh = LineWeights(frozenset({"Melanie"}), {("rev", 11): 0.25, ("rev", 21): 0.9})
-        assert OTHER_SPEAKER_SHARE * 2.0 == weigh("rev", other).score
-        assert 2.0 * 1.5 == weigh("rev", named).score
-        assert plain == weigh("rev", plain)
-        assert other == LineWeights(frozenset(), {})("rev", other)
+        """With named speakers, a line someone else says is scaled by OTHER_SPEAKER_SHARE (a line
+        without a speaker, or with no speaker named, is not); a cosine c multiplies by 1 + 2c."""
+        named = frozenset({"Melanie"})
+        assert OTHER_SPEAKER_SHARE == line_factor("Caroline", named, 0.0)
+        assert 1.0 == line_factor("Melanie", named, 0.0) == line_factor(None, named, 0.0)
+        assert 1.0 == line_factor("Caroline", frozenset(), 0.0)
+        assert 1.5 == line_factor("Melanie", named, 0.25)
+
+    def test_meaning_is_measured_only_with_the_dense_channel_ready(self) -> None:
+        """The line about painting is nearer a painting question than one about trains; with the
+        channel not ready nothing is embedded."""
+        said = ["I painted a picture of the boat", "the train to the city was late again"]
+        if load_model() is None:
+            pytest.skip("the embedding model is not installed here")
+        painting, train = line_similarities(True, "What did Ann paint?", said)
+        assert painting > train >= 0.0
+        assert [] == line_similarities(False, "What did Ann paint?", said)
 
 
 class TestEvidence:
