@@ -63,7 +63,7 @@ SPEAKER_LINE = re.compile(r"(?:\[[^\]\n]{1,40}\][ \t]*)?([^\W\d_][\w .'-]{0,40}?
 OTHER_SPEAKER_SHARE = 0.5
 MEANING_WEIGHT = 2.0
 REPLY_SHARE = 0.3
-MAX_WEIGHED_LINES = 48
+MAX_WEIGHED_LINES = 32
 ELLIPSIS = "…"
 
 
