@@ -14,6 +14,7 @@ report the search's own truncation. Retrieved text is data, never instructions:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ import msgspec
 from memoree.errors import InvalidRequest
 from memoree.inputs import ContextBuildInput
 from memoree.projections.chunker import span_citation
+from memoree.projections.embedding import load_model
 from memoree.projections.records import OwnerContext
 from memoree.projections.text import floor_char_boundary
 
@@ -56,6 +58,12 @@ NO_EXCERPT_NOTICE = "No text excerpt is available. Fetch the exact cited artifac
 MAX_QUOTED_TITLE_BYTES = 256
 CONTEXT_SHARE = 0.5
 TITLE_SHARE = 0.5
+# A transcript line: an optional bracketed label (``[D1:3]``, ``[10:42]``), a speaker, a colon.
+SPEAKER_LINE = re.compile(r"(?:\[[^\]\n]{1,40}\][ \t]*)?([^\W\d_][\w .'-]{0,40}?):[ \t]")
+OTHER_SPEAKER_SHARE = 0.5
+MEANING_WEIGHT = 2.0
+REPLY_SHARE = 0.3
+MAX_WEIGHED_LINES = 32
 ELLIPSIS = "…"
 
 
@@ -273,20 +281,21 @@ def _evidence_passage(conn: Any, hit: SearchHit) -> tuple[str, int, int, str] | 
     return None
 
 
-def evidence_items(run: SearchRun) -> list[_Item]:
-    """Claims and artifact passages that match the query, best evidence first."""
+def evidence_items(run: SearchRun, query: str = "") -> list[_Item]:
+    """Claims and artifact passages that match ``query``, best evidence first."""
     scorer = run.scorer
     items: list[_Item] = []
     line_idf = candidate_line_idf(scorer, run.passages) if scorer else None
+    weights = LineWeights.of(run, query) if scorer is not None and line_idf is not None else None
     for rank, hit in enumerate(run.hits):
         if hit.entity_type == "claim":
             score = scorer.score(hit.excerpt)[0] if scorer else 0.0
             items.append(_Item(score, rank, 0, hit))
             continue
         passages = run.passages.get(hit.revision_id, [])
-        if scorer is not None and line_idf is not None:
+        if scorer is not None and line_idf is not None and weights is not None:
             title = scorer.counts(hit.title)[0] if hit.title else {}
-            passages = [rescored(line_idf, p, title) for p in passages]
+            passages = [rescored(line_idf, p, title, weights.factor(hit.revision_id, p)) for p in passages]
         scored = with_context(passages)
         if not scored:
             items.append(_Item(0.0, rank, 0, hit))  # title-only match: the header alone
@@ -294,6 +303,83 @@ def evidence_items(run: SearchRun) -> list[_Item]:
             items.append(_Item(score, rank, order, hit, passage))
     items.sort(key=lambda item: (-item.score, item.rank, item.order))
     return items
+
+
+def line_speaker(text: str) -> tuple[str | None, str]:
+    """A transcript line's speaker and what they say (``None`` and the whole line otherwise)."""
+    found = SPEAKER_LINE.match(text)
+    return (found[1], text[found.end():]) if found else (None, text)
+
+
+class LineWeights:
+    """What a matching candidate line's score is multiplied by, beyond its words.
+
+    * **Who speaks** (with the dense channel on). When the query names a speaker of the
+      candidate lines (a query unit is in their speaker label), it asks about that person's
+      words: a line another speaker says (which names them only to address them, or asks the
+      question they then answer) counts at ``OTHER_SPEAKER_SHARE``; the reply keeps its chance
+      through ``REPLY_SHARE``.
+    * **Meaning.** With the dense channel on, ``1 + MEANING_WEIGHT × cos`` (the local model's
+      cosine of the query and what the line says, floored at 0): of two lines that match the
+      same words, the one nearer the question in meaning goes first. Words stay the base: a
+      line without a query unit gets no score from meaning alone.
+    """
+
+    def __init__(self, factors: dict[tuple[str, int], float]) -> None:
+        self.factors = factors
+
+    @classmethod
+    def of(cls, run: SearchRun, query: str) -> "LineWeights":
+        lines = [(revision, p) for revision, found in run.passages.items() for p in found if p.units]
+        spoken = {(revision, p.start): line_speaker(p.text) for revision, p in lines}
+        ready = run.semantic is not None and run.semantic.state == "ready"
+        # Lexically, the named speaker's lines that would take the others' place mostly match
+        # the name alone (measured: the rule without meaning lowers LoCoMo coverage), so who
+        # speaks counts only where meaning can order those lines.
+        named = named_speakers(run.scorer, {speaker for speaker, _ in spoken.values()
+                                            if speaker is not None}) if ready else frozenset()
+        # Only the lines best by their words are embedded: a bound on the work, and a line far
+        # below them does not reach a budget by meaning alone.
+        weighed = [(revision, p.start) for revision, p in
+                   sorted(lines, key=lambda line: -line[1].score)[:MAX_WEIGHED_LINES]]
+        similarity = dict(zip(weighed, line_similarities(ready, query, [spoken[key][1] for key in weighed])))
+        factors: dict[tuple[str, int], float] = {}
+        for key, (speaker, _) in spoken.items():
+            factor = line_factor(speaker, named, similarity.get(key, 0.0))
+            if factor != 1.0:
+                factors[key] = factor
+        return cls(factors)
+
+    def factor(self, revision_id: str, passage: Passage) -> float:
+        return self.factors.get((revision_id, passage.start), 1.0)
+
+
+def line_factor(speaker: str | None, named: frozenset[str], similarity: float) -> float:
+    """A matching line's weight: ``1 + MEANING_WEIGHT × similarity``, times
+    ``OTHER_SPEAKER_SHARE`` when the query names speakers and this line's speaker is not one."""
+    factor = 1.0 + MEANING_WEIGHT * similarity
+    if named and speaker is not None and speaker not in named:
+        factor *= OTHER_SPEAKER_SHARE
+    return factor
+
+
+def named_speakers(scorer: PassageScorer | None, speakers: set[str]) -> frozenset[str]:
+    """The speaker labels that hold a query unit."""
+    if scorer is None:
+        return frozenset()
+    return frozenset(label for label in speakers if scorer.counts(label)[0])
+
+
+def line_similarities(ready: bool, query: str, said: list[str]) -> list[float]:
+    """Each text's cosine with the query, floored at 0; empty unless the request's dense channel
+    is ``ready`` (so a request with the channel off is answered lexically)."""
+    if not ready or not said or not query.strip():
+        return []
+    model = load_model()
+    if model is None:
+        return []
+    vectors = model.embed([query, *said])
+    return [max(0.0, round(cosine, 6)) for cosine in (vectors[1:] @ vectors[0]).tolist()]
 
 
 def candidate_line_idf(scorer: PassageScorer, passages: dict[str, list[Passage]]) -> list[float] | None:
@@ -314,29 +400,34 @@ def candidate_line_idf(scorer: PassageScorer, passages: dict[str, list[Passage]]
             for horizon, df in zip(scorer.idf, frequency)]
 
 
-def rescored(idf: list[float], passage: Passage, title: dict[int, int]) -> Passage:
+def rescored(idf: list[float], passage: Passage, title: dict[int, int], factor: float = 1.0) -> Passage:
     """A matching line scored with the candidate-line weights and read under its title: the
     query units only the title holds (a session's date, a document's subject) add
     ``TITLE_SHARE`` of their score at the line's length. The title says what the whole
-    document is about, not this line, so its units weigh less than the line's own."""
+    document is about, not this line, so its units weigh less than the line's own. ``factor``:
+    the line's ``LineWeights``."""
     if not passage.units or not passage.counts:
         return passage
     score = bm25_sum(idf, passage.counts, passage.words)
     extra = [(unit, count) for unit, count in title.items() if unit not in passage.units]
     if extra:
         score += TITLE_SHARE * bm25_sum(idf, extra, passage.words)
-    return Passage(passage.start, passage.end, passage.text, round(score, 12), passage.units,
+    return Passage(passage.start, passage.end, passage.text, round(score * factor, 12), passage.units,
                    passage.words, passage.counts)
 
 
 def with_context(passages: list[Passage]) -> list[tuple[float, Passage]]:
     """Matching passages at their score, and the lines next to a match (the reply to a matching
-    turn, the sentence after a matching one) at ``CONTEXT_SHARE`` of their best neighbour's."""
+    turn, the sentence after a matching one) at ``CONTEXT_SHARE`` of their best neighbour's; a
+    matching line right after a stronger one (the answer to a question that holds the query's
+    words) scores at least ``REPLY_SHARE`` of it."""
     ordered = sorted(passages, key=lambda p: p.start)
     found: list[tuple[float, Passage]] = []
     for index, passage in enumerate(ordered):
+        previous = ordered[index - 1] if index > 0 and ordered[index - 1].units else None
         if passage.units:
-            found.append((passage.score, passage))
+            reply = REPLY_SHARE * previous.score if previous is not None else 0.0
+            found.append((round(max(passage.score, reply), 12), passage))
             continue
         neighbours = [ordered[i].score for i in (index - 1, index + 1)
                       if 0 <= i < len(ordered) and ordered[i].units]
@@ -350,7 +441,7 @@ def _overlaps(passage: Passage, revision_id: str, shown: list[tuple[str, int, in
                for rev, start, end in shown)
 
 
-def pack(conn: Any, run: SearchRun, budget: int) -> list[_Section]:
+def pack(conn: Any, run: SearchRun, budget: int, query: str = "") -> list[_Section]:
     """Choose evidence greedily, best first, while it fits ``budget`` bytes (exactly counted):
     claims (citations and statement) and artifact passages compete on one score, and a passage
     a shown claim cites is not repeated; then, with what is left, claims bring their evidence
@@ -360,7 +451,7 @@ def pack(conn: Any, run: SearchRun, budget: int) -> list[_Section]:
     blocks: dict[int, tuple[str, list[str]]] = {}
     cited: list[tuple[str, int, int]] = []
     used = 0
-    for item in evidence_items(run):
+    for item in evidence_items(run, query):
         hit = item.hit
         section = sections.get(item.rank)
         if hit.entity_type == "claim":
@@ -481,7 +572,7 @@ def _covers(section: _Section, hit: SearchHit) -> bool:
 
 
 def render(conn: Any, run: SearchRun, conflicts: list[ConflictSummary],
-           max_bytes: int) -> tuple[str, list[ManifestItem], int]:
+           max_bytes: int, query: str = "") -> tuple[str, list[ManifestItem], int]:
     """(markdown, manifest, omitted_count) for the run's hits within ``max_bytes``."""
     page = _Page(max_bytes)
     if not page.fits(HEADER):
@@ -490,7 +581,7 @@ def render(conn: Any, run: SearchRun, conflicts: list[ConflictSummary],
         return page.text, [], len(run.hits)
     page.add(HEADER)
     _render_conflicts(page, conflicts)
-    sections = pack(conn, run, page.remaining)
+    sections = pack(conn, run, page.remaining, query)
     for section in sections:
         page.add(section.text())
     manifest = [_manifest_item(section) for section in sections]
@@ -509,7 +600,7 @@ def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResul
         )
         claim_ids = [hit.entity_id for hit in run.hits if hit.entity_type == "claim"]
         conflicts, _ = open_conflicts(scope.conn, claim_ids, scope.ambient, inp.horizon)
-        markdown, manifest, omitted = render(scope.conn, run, conflicts, inp.max_bytes)
+        markdown, manifest, omitted = render(scope.conn, run, conflicts, inp.max_bytes, inp.query)
     return ContextBuildResult(
         content_is_untrusted=True, query=inp.query, max_bytes=inp.max_bytes,
         used_bytes=_size(markdown), rendered_markdown=markdown,

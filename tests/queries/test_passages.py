@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from memoree.projections.chunker import span_citation
+from memoree.projections.embedding import load_model
 from memoree.queries.analysis import analyze_query
-from memoree.queries.context_build import TITLE_SHARE, candidate_line_idf, rescored, with_context
+from memoree.queries.context_build import (
+    OTHER_SPEAKER_SHARE,
+    REPLY_SHARE,
+    TITLE_SHARE,
+    candidate_line_idf,
+    line_factor,
+    line_similarities,
+    line_speaker,
+    named_speakers,
+    rescored,
+    with_context,
+)
 from memoree.queries.passages import (
     HIT_WINDOW_BYTES,
     MAX_PASSAGE_BYTES,
@@ -92,6 +106,52 @@ class TestScoring:
         assert [(4.0, lines[1]), (2.0, lines[0]), (2.0, lines[2])] == sorted(
             with_context(lines), key=lambda pair: (-pair[0], pair[1].start))
 
+    def test_a_matching_line_after_a_stronger_one_scores_at_least_its_reply_share(self) -> None:
+        """The answer after a question that holds the query's words rises to REPLY_SHARE of the
+        question's score; a line before it, or one stronger already, keeps its own score."""
+        lines = [Passage(0, 10, "a", 0.5, frozenset({0})), Passage(11, 20, "b", 10.0, frozenset({0, 1})),
+                 Passage(21, 30, "c", 0.5, frozenset({0})), Passage(31, 40, "d", 9.0, frozenset({0}))]
+        scores = dict((p.start, score) for score, p in with_context(lines))
+        assert scores == {0: 0.5, 11: 10.0, 21: REPLY_SHARE * 10.0, 31: 9.0}
+
+
+class TestSpeakers:
+    """Transcript lines: the speaker a query names, and whose line is whose."""
+
+    def test_a_transcript_line_has_a_speaker_and_what_they_say(self) -> None:
+        """An optional bracketed label, a name and a colon; other lines have no speaker."""
+        assert ("Caroline", "I went to a support group") == line_speaker("[D1:3] Caroline: I went to a support group")
+        assert ("Dr. Lee", "take two") == line_speaker("Dr. Lee: take two")
+        assert (None, "just a sentence, no speaker") == line_speaker("just a sentence, no speaker")
+        assert (None, "12:30 lunch") == line_speaker("12:30 lunch")
+
+    def test_the_named_speakers_are_those_whose_label_holds_a_query_unit(self) -> None:
+        """A name said in a line's body does not make its speaker named."""
+        scorer = PassageScorer(analyze_query("What has Melanie painted?"), [1.0, 1.0])
+        texts = ["[D1:1] Caroline: Thanks, Melanie! Is that your painting?", "[D1:2] Melanie: Yes, a lake"]
+        speakers = {line_speaker(text)[0] for text in texts}
+        assert frozenset({"Melanie"}) == named_speakers(scorer, speakers)
+        assert frozenset() == named_speakers(scorer, {"Caroline"})
+
+    def test_another_speakers_line_counts_at_its_share_and_meaning_raises_a_line(self) -> None:
+        """With named speakers, a line someone else says is scaled by OTHER_SPEAKER_SHARE (a line
+        without a speaker, or with no speaker named, is not); a cosine c multiplies by 1 + 2c."""
+        named = frozenset({"Melanie"})
+        assert OTHER_SPEAKER_SHARE == line_factor("Caroline", named, 0.0)
+        assert 1.0 == line_factor("Melanie", named, 0.0) == line_factor(None, named, 0.0)
+        assert 1.0 == line_factor("Caroline", frozenset(), 0.0)
+        assert 1.5 == line_factor("Melanie", named, 0.25)
+
+    def test_meaning_is_measured_only_with_the_dense_channel_ready(self) -> None:
+        """The line about painting is nearer a painting question than one about trains; with the
+        channel not ready nothing is embedded."""
+        said = ["I painted a picture of the boat", "the train to the city was late again"]
+        if load_model() is None:
+            pytest.skip("the embedding model is not installed here")
+        painting, train = line_similarities(True, "What did Ann paint?", said)
+        assert painting > train >= 0.0
+        assert [] == line_similarities(False, "What did Ann paint?", said)
+
 
 class TestEvidence:
     """Hits cite the matching passage, and context.build shows it with its exact span."""
@@ -137,6 +197,19 @@ class TestEvidence:
         result = call.ok("context.build", {"query": "pottery class in July", "max_bytes": 2000})["result"]
         shown = [item["entity_id"] for item in result["manifest"] if item["passages"]]
         assert [july["artifact_id"], may["artifact_id"]] == shown[:2]
+
+    def test_the_named_speakers_answer_comes_before_the_question_put_to_them(self, call: Caller) -> None:
+        """Asked what Ann painted (the dense channel on), the budget for one line goes to Ann's
+        own line, not to Bob's question that names her and repeats the query's words."""
+        if load_model() is None:
+            pytest.skip("the embedding model is not installed here")
+        put(call, "# Session 1\n\n[D1:1] Bob: Ann, what did you paint at the lighthouse?\n"
+                  "[D1:2] Ann: I painted the lighthouse at dusk, in watercolour\n" + TURNS, title="Session 1")
+        result = call.ok("context.build", {"query": "What did Ann paint at the lighthouse?",
+                                           "max_bytes": 440})["result"]
+        assert "ready" == result["semantic"]["state"]
+        assert "[D1:2] Ann: I painted the lighthouse at dusk, in watercolour" in result["rendered_markdown"]
+        assert "[D1:1] Bob" not in result["rendered_markdown"]
 
     def test_a_claims_evidence_passage_is_shown_once(self, call: Caller) -> None:
         """A claim brings its evidence line's text; its artifact does not repeat that line."""
