@@ -25,7 +25,7 @@ from memoree.eventlog.keys import NodeKey
 from memoree.eventlog.scope import require_write_scope
 from memoree.eventlog.store import EventStore, NewEvent, RecordedEvent, StaleDecision
 from memoree.projections.base import Projector, apply_events
-from memoree.projections.idempotency import stored_result
+from memoree.projections.idempotency import result_document, stored_result
 
 from . import artifacts, claims, facts, purge, relations
 from .context import DecideContext, Decision
@@ -229,7 +229,7 @@ class CommandHandler:
             apply_events(conn, self.projectors, events)
             if command.in_transaction is not None:
                 command.in_transaction(self.cas, events)
-            recorded = stored_result(conn, idempotency_key)
+            recorded = _keyed_result(conn, events, idempotency_key)
         if command.after_commit is not None:
             effect = command.after_commit
             self.deferred.append(lambda: effect(self.cas, events))
@@ -237,7 +237,7 @@ class CommandHandler:
                 self.run_deferred()
         if recorded is None:
             raise InternalError("the mutation committed but its result was not recorded")
-        return Outcome(commit_seq=recorded[2], result_json=recorded[3], replayed=False)
+        return Outcome(commit_seq=recorded[0], result_json=recorded[1], replayed=False)
 
     def _record_noop(self, op: str, noop: NoOp, key: str, digest: str, at: str) -> Outcome:
         """Record the key of a mutation that commits nothing, pointing at the existing row."""
@@ -254,6 +254,15 @@ class CommandHandler:
         if stored_digest != digest:
             raise IdempotencyConflict(key, details={"idempotency_key": key})
         return Outcome(commit_seq=commit_seq, result_json=_as_replayed(result_json), replayed=True)
+
+
+def _keyed_result(conn: Any, events: Sequence[RecordedEvent], key: str) -> tuple[int, bytes] | None:
+    """``(commit_seq, result document)`` of the event appended under ``key``, as recorded."""
+    for event in reversed(events):
+        if event.idempotency_key == key:
+            document = result_document(conn, event)
+            return None if document is None else (event.commit_seq, document)
+    return None
 
 
 def _as_replayed(result_json: bytes) -> bytes:

@@ -46,7 +46,11 @@ CREATE TABLE IF NOT EXISTS events (
     hash            BLOB NOT NULL,
     UNIQUE (stream_id, stream_version)
 ) STRICT;
-CREATE INDEX IF NOT EXISTS events_by_type ON events(type, commit_seq);
+-- Only purges are ever looked up by type (is this blob, this artifact's, purged?), so only they
+-- are indexed: an append of any other event touches no index page for it. Earlier stores had an
+-- index of every event by type; it goes when they open.
+DROP INDEX IF EXISTS events_by_type;
+CREATE INDEX IF NOT EXISTS events_purges ON events(stream_id) WHERE type = 'artifact.purged';
 CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'events are immutable'); END;
 CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events

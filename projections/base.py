@@ -79,24 +79,66 @@ def ensure_projectors(conn: Any, projectors: Sequence[Projector]) -> list[Projec
 
 
 def apply_events(conn: Any, projectors: Sequence[Projector], events: Sequence[RecordedEvent]) -> None:
-    """Apply events to every projector and advance their checkpoints, refusing any gap."""
+    """Apply events to every projector and advance their checkpoints, refusing any gap.
+
+    Inside a ``deferred_mode`` block over the same projectors, the block advances the
+    checkpoints once, at its end (one UPDATE per group, not per request); a skipped position is
+    refused here all the same."""
     if not events:
         return
     for event in events:
         for projector in projectors:
             projector.apply(conn, event)
-    first, last = events[0].commit_seq, events[-1].commit_seq
-    names = [p.name for p in projectors]
+    names = tuple(p.name for p in projectors)
+    deferred = _deferred_checkpoints.get(id(conn))
+    if deferred is not None and deferred.names == names:
+        deferred.applied(events[0].commit_seq, events[-1].commit_seq)
+        return
+    _advance_checkpoints(conn, names, events[0].commit_seq - 1, events[-1].commit_seq)
+
+
+def _advance_checkpoints(conn: Any, names: Sequence[str], start: int, end: int) -> None:
+    """Move the named checkpoints from ``start`` to ``end``; a checkpoint elsewhere is a gap."""
     marks = ",".join("?" * len(names))
     moved = conn.execute(
         f"UPDATE projector_checkpoints SET position = ? WHERE position = ? AND name IN ({marks})",
-        (last, first - 1, *names),
+        (end, start, *names),
     ).rowcount
     if moved != len(names):
-        raise IntegrityError(
-            f"projection checkpoint gap before commit_seq {first}",
-            details={"commit_seq": first}, hint="Run `memoree reindex` to rebuild the projections.",
-        )
+        raise _gap(start + 1)
+
+
+def _gap(commit_seq: int) -> IntegrityError:
+    return IntegrityError(f"projection checkpoint gap before commit_seq {commit_seq}",
+                          details={"commit_seq": commit_seq},
+                          hint="Run `memoree reindex` to rebuild the projections.")
+
+
+class _DeferredCheckpoints:
+    """What a ``deferred_mode`` block needs to advance checkpoints at its end."""
+
+    def __init__(self, conn: Any, names: tuple[str, ...]) -> None:
+        self.names = names
+        row = conn.execute("SELECT position FROM projector_checkpoints WHERE name = ?",
+                           (names[0],)).fetchone() if names else None
+        self.start = 0 if row is None else row[0]
+        self.last: int | None = None  # the newest event applied in the block
+
+    def applied(self, first: int, last: int) -> None:
+        # Positions at or below the newest applied one are those a rolled-back request freed.
+        if first > (self.start if self.last is None else self.last) + 1:
+            raise _gap(first)
+        self.last = last
+
+    def advance(self, conn: Any) -> None:
+        if self.last is None:
+            return
+        # A request rolled back to its savepoint after its events were applied took them with it:
+        # the log's head says where the applied events that stayed end.
+        head = conn.execute("SELECT coalesce(max(commit_seq), 0) FROM events").fetchone()[0]
+        end = min(self.last, head)
+        if end != self.start:
+            _advance_checkpoints(conn, self.names, self.start, end)
 
 
 def projection_sink(projectors: Sequence[Projector]) -> EventSink:
@@ -130,13 +172,19 @@ def reset(conn: Any, projector: Projector) -> None:
 # Projectors (by id) inside a ``deferred_mode`` now: an inner one (a page of other hosts' events
 # applied inside a group) joins the outer deferral, which covers every row past its own mark.
 _deferring: set[int] = set()
+# Connections (by id) whose checkpoints an outer ``deferred_mode`` advances at its end: the
+# projector names it covers and the log position they were at when it began.
+_deferred_checkpoints: dict[int, _DeferredCheckpoints] = {}
 
 
 @contextmanager
 def deferred_mode(conn: Any, projectors: Sequence[Projector]) -> Iterator[None]:
     """A group of mutations in one transaction: projectors that can (FTS, vectors) do their
-    per-text work once, at the group's end, through their own ``deferred(conn)``. Nested use
-    defers to the outermost block."""
+    per-text work once, at the group's end, through their own ``deferred(conn)``, and the
+    checkpoints move once, from where they stood to the newest event applied in the block that
+    the log still holds (a request rolled back to its savepoint took its events and rows with
+    it); the move refuses a gap as each request's would. Nested use defers to the outermost
+    block. Nothing moves when the block raises: the transaction is being rolled back anyway."""
     with ExitStack() as stack:
         for projector in projectors:
             deferred = getattr(projector, "deferred", None)
@@ -144,7 +192,16 @@ def deferred_mode(conn: Any, projectors: Sequence[Projector]) -> Iterator[None]:
                 stack.enter_context(deferred(conn))
                 _deferring.add(id(projector))
                 stack.callback(_deferring.discard, id(projector))
-        yield
+        if id(conn) in _deferred_checkpoints:
+            yield
+            return
+        deferred = _DeferredCheckpoints(conn, tuple(p.name for p in projectors))
+        _deferred_checkpoints[id(conn)] = deferred
+        try:
+            yield
+        finally:
+            del _deferred_checkpoints[id(conn)]
+        deferred.advance(conn)
 
 
 @contextmanager

@@ -21,7 +21,10 @@ _encode = msgspec.json.Encoder(order="sorted").encode
 
 class EntitiesProjector:
     name: ClassVar[str] = "entities"
-    version: ClassVar[int] = 2
+    version: ClassVar[int] = 3
+    # Every table is keyed by its id alone (WITHOUT ROWID; ids are time-ordered, so new rows go
+    # to the end): a write and a look-up by id touch one b-tree, not a rowid table plus an index
+    # of its ids (version 2).
     schema: ClassVar[str] = """
 CREATE TABLE IF NOT EXISTS artifacts (
     id TEXT PRIMARY KEY,
@@ -39,7 +42,7 @@ CREATE TABLE IF NOT EXISTS artifacts (
     stream_version INTEGER NOT NULL,
     purged_reason TEXT,
     purged_commit_seq INTEGER
-) STRICT;
+) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS artifacts_scope ON artifacts(workspace_id, project_id, task_id, status);
 CREATE TABLE IF NOT EXISTS artifact_revisions (
     id TEXT PRIMARY KEY,
@@ -54,7 +57,7 @@ CREATE TABLE IF NOT EXISTS artifact_revisions (
     created_at TEXT NOT NULL,
     commit_seq INTEGER NOT NULL UNIQUE,
     UNIQUE (artifact_id, revision_number)
-) STRICT;
+) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS claims (
     id TEXT PRIMARY KEY,
     workspace_id TEXT NOT NULL,
@@ -71,7 +74,7 @@ CREATE TABLE IF NOT EXISTS claims (
     updated_at TEXT NOT NULL,
     retraction_reason TEXT,
     stream_version INTEGER NOT NULL
-) STRICT;
+) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS claims_scope ON claims(workspace_id, project_id, task_id, status);
 CREATE TABLE IF NOT EXISTS claim_revisions (
     id TEXT PRIMARY KEY,
@@ -84,7 +87,7 @@ CREATE TABLE IF NOT EXISTS claim_revisions (
     created_at TEXT NOT NULL,
     commit_seq INTEGER NOT NULL UNIQUE,
     UNIQUE (claim_id, revision_number)
-) STRICT;
+) STRICT, WITHOUT ROWID;
 """
 
     def apply(self, conn: Any, event: RecordedEvent) -> None:

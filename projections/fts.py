@@ -127,6 +127,9 @@ class FtsProjector:
         # While deferring (a group of mutations in one transaction): the last document ids whose
         # text is indexed; rows past them are indexed at the group's end (see ``deferred``).
         self.indexed_upto: tuple[int, int] | None = None
+        # While deferring: the vocabulary of each text row written, found in the same pass as its
+        # length, by (table, doc_id) with the revision it belongs to (see ``_words_past``).
+        self.row_words: dict[tuple[str, int], tuple[str, set[str]]] = {}
 
     def begin_bulk(self, conn: Any) -> None:
         """Replaying a whole log: fill the content tables only; the vocabulary is added at the end
@@ -161,6 +164,7 @@ class FtsProjector:
             self._index_past(conn, *self.indexed_upto)
         finally:
             self.indexed_upto = None
+            self.row_words = {}
 
     def _index_past(self, conn: Any, artifacts: int, claims: int) -> None:
         """Index every text row after the given document ids."""
@@ -179,6 +183,12 @@ class FtsProjector:
     def _indexing_now(self) -> bool:
         return not self.bulk and self.indexed_upto is None
 
+    def _keep_words(self, table: str, doc_id: int, revision_id: str, vocabulary: set[str]) -> None:
+        """While deferring, keep a new text row's words (found in the pass that counted its
+        length) for the group's end, so the group does not read and split the text again."""
+        if self.indexed_upto is not None:
+            self.row_words[(table, doc_id)] = (revision_id, vocabulary)
+
     def _in_index(self, doc_id: int) -> bool:
         """Whether an artifact text row is in the word indexes already."""
         if self.bulk:
@@ -187,27 +197,28 @@ class FtsProjector:
 
     def apply(self, conn: Any, event: RecordedEvent) -> None:
         if event.type in ("artifact.created", "artifact.revised"):
-            self._index_artifact_revision(conn, event.payload)
+            self._index_artifact_revision(conn, event.payload, _creator_scopes(event))
         elif event.type in ("claim.asserted", "claim.revised"):
-            self._index_claim_revision(conn, event.payload)
+            self._index_claim_revision(conn, event.payload, _creator_scopes(event))
         elif event.type == "artifact.purged":
             self._erase_artifact_bodies(conn, event.payload.artifact_id)
 
-    def _index_artifact_revision(self, conn: Any, p: Any) -> None:
+    def _index_artifact_revision(self, conn: Any, p: Any, scopes: list[str] | None) -> None:
         if self._is_purged(p.blob_hash, p.artifact_id):
             body = ""  # a replay meets bytes a later purge erased: index the title only
         else:
             body = body_index_text(p.media_type, self.cas.get(p.blob_hash, p.size_bytes))
-        scopes = _owner_scopes(conn, "artifacts", p.artifact_id)
+        scopes = scopes or _owner_scopes(conn, "artifacts", p.artifact_id)
         scope = " ".join(scopes)
         # One pass over the text for its BM25 length and, when indexed now, its vocabulary (the
         # newline keeps the title's last word and the body's first apart: the counts add up).
         text = p.title + "\n" + body
-        vocabulary, words = words_and_count(text) if self._indexing_now else (set(), word_count(text))
+        vocabulary, words = words_and_count(text) if not self.bulk else (set(), word_count(text))
         doc_id = conn.execute(
             "INSERT INTO artifact_search_text (revision_id, artifact_id, title, body, scope, words) "
             "VALUES (?,?,?,?,?,?)", (p.revision_id, p.artifact_id, p.title, body, scope, words),
         ).lastrowid
+        self._keep_words("artifact", doc_id, p.revision_id, vocabulary)
         add_scope_doc(conn, "artifact", scopes, words)
         if self._indexing_now:
             index_word_set(conn, scopes, vocabulary)
@@ -250,22 +261,30 @@ class FtsProjector:
                 found.setdefault(token, set()).update(words)
         return found
 
-    @staticmethod
-    def _words_past(conn: Any, artifacts: int, claims: int) -> dict[str | None, set[str]]:
+    def _words_past(self, conn: Any, artifacts: int, claims: int) -> dict[str | None, set[str]]:
         """The vocabulary words of the text rows after the given document ids, per owner scope
-        column (the space-separated tokens) and all together (None)."""
-        rows = conn.execute("SELECT title || ' ' || body, scope FROM artifact_search_text WHERE doc_id > ? "
-                            "UNION ALL SELECT statement, scope FROM claim_search_text WHERE doc_id > ?",
-                            (artifacts, claims)).fetchall()
+        column (the space-separated tokens) and all together (None).
+
+        A row written in this group whose words were kept is not split again (a request rolled
+        back to its savepoint frees its document id, and the next row written there replaces
+        what was kept; the revision check guards the rest); a purge in the group drops what was
+        kept for the rows it empties."""
+        rows = conn.execute("SELECT 'artifact', doc_id, revision_id, title || ' ' || body, scope "
+                            "FROM artifact_search_text WHERE doc_id > ? UNION ALL "
+                            "SELECT 'claim', doc_id, revision_id, statement, scope FROM claim_search_text "
+                            "WHERE doc_id > ?", (artifacts, claims)).fetchall()
         found: dict[str | None, set[str]] = {None: set()}
-        for text, scope in rows:
-            words = words_of(text)
+        kept = self.row_words
+        for table, doc_id, revision_id, text, scope in rows:
+            known = kept.get((table, doc_id))
+            words = known[1] if known is not None and known[0] == revision_id else words_of(text)
             found[None] |= words
             found.setdefault(scope, set()).update(words)
         return found
 
     def _erase_bodies(self, conn: Any, rows: list[Any]) -> None:
         for doc_id, revision_id, title, body, scope in rows:
+            self.row_words.pop(("artifact", doc_id), None)  # its body's words go with the body
             # A row not in the word index yet is indexed later, from the row as the purge leaves it.
             indexed = self._in_index(doc_id)
             if indexed:
@@ -293,15 +312,16 @@ class FtsProjector:
              for offset, (row_kind, ordinal, start, end) in enumerate(rows)],
         )
 
-    def _index_claim_revision(self, conn: Any, p: Any) -> None:
-        scopes = _owner_scopes(conn, "claims", p.claim_id)
+    def _index_claim_revision(self, conn: Any, p: Any, scopes: list[str] | None) -> None:
+        scopes = scopes or _owner_scopes(conn, "claims", p.claim_id)
         scope = " ".join(scopes)
-        vocabulary, words = (words_and_count(p.statement) if self._indexing_now
+        vocabulary, words = (words_and_count(p.statement) if not self.bulk
                              else (set(), word_count(p.statement)))
         doc_id = conn.execute(
             "INSERT INTO claim_search_text (revision_id, claim_id, statement, scope, words) VALUES (?,?,?,?,?)",
             (p.revision_id, p.claim_id, p.statement, scope, words),
         ).lastrowid
+        self._keep_words("claim", doc_id, p.revision_id, vocabulary)
         add_scope_doc(conn, "claim", scopes, words)
         if self._indexing_now:
             index_word_set(conn, scopes, vocabulary)
@@ -314,6 +334,15 @@ def last_doc_ids(conn: Any) -> tuple[int, int]:
     """The newest artifact and claim text rows' document ids (0 when there are none)."""
     return (conn.execute("SELECT coalesce(max(doc_id), 0) FROM artifact_search_text").fetchone()[0],
             conn.execute("SELECT coalesce(max(doc_id), 0) FROM claim_search_text").fetchone()[0])
+
+
+def _creator_scopes(event: RecordedEvent) -> list[str] | None:
+    """The owner scope tokens of an entity this event creates: the scope it was written in (the
+    entities projector stores the same); None for a revision, whose owner is looked up."""
+    if event.type not in ("artifact.created", "claim.asserted") or event.scope is None:
+        return None
+    scope = event.scope
+    return owner_scope_tokens(scope.workspace_id, scope.project_id, scope.task_id)
 
 
 def _owner_scopes(conn: Any, table: str, entity_id: str) -> list[str]:

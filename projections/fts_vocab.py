@@ -71,13 +71,18 @@ def scope_token(kind: str, *parts: str) -> str:
 
 
 def owner_scope_tokens(workspace_id: str, project_id: str, task_id: str | None) -> list[str]:
-    """The scope tokens of a document owned by this context."""
+    """The scope tokens of a document owned by this context (a fresh list: callers may keep it)."""
+    return list(_owner_scope_tokens(workspace_id, project_id, task_id))
+
+
+@functools.lru_cache(maxsize=4096)
+def _owner_scope_tokens(workspace_id: str, project_id: str, task_id: str | None) -> tuple[str, ...]:
     tokens = [scope_token("w", workspace_id), scope_token("p", workspace_id, project_id)]
     if task_id is None:
         tokens.append(scope_token("n", workspace_id, project_id))
     else:
         tokens.append(scope_token("t", workspace_id, project_id, task_id))
-    return tokens
+    return tuple(tokens)
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -54,3 +54,19 @@ class TestSqliteSpecifics:
         feats = features()
         assert feats.fts5
         assert isinstance(feats.secure_delete, bool)
+
+    def test_only_purges_are_indexed_by_type(self, tmp_path: Path) -> None:
+        """An older log's index of every event by type is dropped on open, and the purge
+        look-ups (one artifact's, any artifact's) read the index of purges instead of the table."""
+        conn = connect(tmp_path / "log.sqlite3")
+        SqliteEventStore(conn)
+        conn.execute("DROP INDEX events_purges")
+        conn.execute("CREATE INDEX events_by_type ON events(type, commit_seq)")
+        SqliteEventStore(conn)
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' "
+                                                  "AND tbl_name = 'events' AND sql IS NOT NULL")}
+        assert indexes == {"events_purges"}
+        for sql in ("SELECT 1 FROM events WHERE type = 'artifact.purged' AND stream_id = ? AND instr(data, ?) > 0",
+                    "SELECT 1 FROM events WHERE type = 'artifact.purged' AND instr(data, ?) > 0"):
+            plan = " ".join(row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, ("a", b"x")[-sql.count("?"):]))
+            assert "events_purges" in plan, plan

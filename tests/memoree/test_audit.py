@@ -208,7 +208,7 @@ class TestVerify:
         """A projection row changed behind the log's back differs from the replay."""
         populate(call)
         engine = call.service.engine
-        engine.conn.execute("UPDATE artifacts SET kind = 'forged' WHERE rowid = 1")
+        engine.conn.execute("UPDATE artifacts SET kind = 'forged' WHERE id = (SELECT min(id) FROM artifacts)")
         issue = first_issue(engine)
         assert "projection" == issue["kind"] and "entities" in issue["message"]
 

@@ -172,7 +172,7 @@ class TestBlueGreenReindex:
         """--projection relations swaps relations and the projectors after it, not entities."""
         populate(call)
         engine = call.service.engine
-        engine.conn.execute("UPDATE artifacts SET updated_at = 'marker' WHERE rowid = 1")
+        engine.conn.execute("UPDATE artifacts SET updated_at = 'marker' WHERE id = (SELECT min(id) FROM artifacts)")
         report = engine.reindex(["relations"])
         assert report["projections"][0] == "relations" and "entities" not in report["projections"]
         assert engine.conn.execute("SELECT count(*) FROM artifacts WHERE updated_at = 'marker'").fetchone()[0] == 1

@@ -227,7 +227,8 @@ class TestGroupedIndexing:
         single.service.close()
 
     def test_a_request_rolled_back_inside_a_group_leaves_no_index_entries(self, call: Caller) -> None:
-        """A unit rolled back to its savepoint takes its text with it; the rest of the group is indexed."""
+        """A unit rolled back to its savepoint takes its text and words with it (the next unit
+        reuses its document id); the rest of the group is indexed."""
         engine = call.service.engine
         with engine.group():
             kept = put(call, "kept wombat note")
@@ -240,6 +241,8 @@ class TestGroupedIndexing:
             later = put(call, "later wombat note")
         assert {kept["artifact_id"], later["artifact_id"]} == found(call, "wombat")
         assert set() == found(call, "numbat")
+        terms = {term for _, term in vocabulary(engine.conn)["search_terms"]}
+        assert ("numbat" not in terms, "later" in terms) == (True, True)
         check_indexes(engine.conn)
 
     def test_a_purge_in_the_same_group_as_puts(self, call: Caller) -> None:

@@ -73,3 +73,26 @@ class TestReindex:
         reopened = Engine(call.service.data_dir)
         assert {head} == {pos for _, pos in reopened.conn.execute("SELECT name, position FROM projector_checkpoints")}
         reopened.close()
+
+    def test_a_store_of_entities_version_two_is_rebuilt_keyed_by_id(self, call: Caller) -> None:
+        """Entity tables of version 2 (rowid tables beside an index of their ids) are rebuilt on
+        open into tables keyed by id alone, with the same rows."""
+        from memoree.projections.entities import EntitiesProjector
+
+        populate(call)
+        engine = call.service.engine
+        tables = owned_tables(EntitiesProjector())
+        before = snapshot(engine.conn, tables)
+        for table in tables:
+            engine.conn.execute(f"CREATE TABLE old_{table} AS SELECT * FROM {table}")
+            engine.conn.execute(f"DROP TABLE {table}")
+            engine.conn.execute(f"ALTER TABLE old_{table} RENAME TO {table}")
+        engine.conn.execute("UPDATE projector_checkpoints SET version = 2 WHERE name = 'entities'")
+        call.service.close()
+        reopened = Engine(call.service.data_dir)
+        try:
+            ddl = dict(reopened.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+            assert all("WITHOUT ROWID" in ddl[table] for table in tables)
+            assert before == snapshot(reopened.conn, tables)
+        finally:
+            reopened.close()
