@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -114,8 +115,9 @@ class ReaderPool:
     """Reader processes behind one request queue (see the module docstring)."""
 
     def __init__(self, data_dir: Any, daemon_info: dict[str, Any], processes: int = READ_PROCESSES,
-                 nice: int | str = 0) -> None:
+                 nice: int | str = 0, settle: Callable[[], None] = lambda: None) -> None:
         self.data_dir = data_dir
+        self.settle = settle  # returns once what a reader's snapshot may show is durable
         self.daemon_info = daemon_info
         self.count = processes
         self.nice = nice
@@ -161,7 +163,9 @@ class ReaderPool:
                 if item is None:
                     return
                 raw, future = item
-                future.set_result(self._exchange(slot, raw))
+                reply = self._exchange(slot, raw)
+                self.settle()
+                future.set_result(reply)
                 if slot.channel is None:
                     self._try_start(slot)  # after the answer, so its client does not wait for it
         finally:
