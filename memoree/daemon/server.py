@@ -66,6 +66,7 @@ from memoree.service.service import Service
 __all__ = ["Daemon", "serve"]
 
 MAX_GROUP = 64
+_Queued = tuple[bytes, "Future[bytes]", bool]
 SEAL_CHECK_EVERY = 64  # requests between checks for a full Merkle batch (1,000 events)
 LISTEN_BACKLOG = 512
 # Request bodies being read at once: as many maximum-size frames as the protocol's concurrency.
@@ -97,14 +98,15 @@ class Writer(threading.Thread):
         super().__init__(name="memoree-writer", daemon=True)
         self.service = service
         self.durability = durability or Immediate()
-        self.inbox: queue.SimpleQueue[tuple[bytes, Future[bytes]] | None] = queue.SimpleQueue()
+        # (frame, its future, whether its keys were already checked for repeats: ``Daemon.submit``)
+        self.inbox: queue.SimpleQueue[_Queued | None] = queue.SimpleQueue()
         self.groups = 0
         self.grouped_requests = 0
         self._since_seal_check = 0
 
-    def submit(self, raw: bytes) -> Future[bytes]:
+    def submit(self, raw: bytes, *, keys_checked: bool = False) -> Future[bytes]:
         future: Future[bytes] = Future()
-        self.inbox.put((raw, future))
+        self.inbox.put((raw, future, keys_checked))
         return future
 
     def stop(self) -> None:
@@ -123,7 +125,7 @@ class Writer(threading.Thread):
             try:
                 answers = self._process(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer survives everything
-                answers = [(raw, future, failure_reply(raw, exc)) for raw, future in batch]
+                answers = [(raw, future, failure_reply(raw, exc)) for raw, future, _ in batch]
             self.durability.after_commit(answers)
             if stopping:
                 return
@@ -132,7 +134,7 @@ class Writer(threading.Thread):
                 self._since_seal_check = 0
                 self._seal(force_age=False)
 
-    def _gather(self, first: tuple[bytes, Future[bytes]]) -> tuple[list[tuple[bytes, Future[bytes]]], bool]:
+    def _gather(self, first: _Queued) -> tuple[list[_Queued], bool]:
         """The first request and every one queued behind it (up to ``MAX_GROUP``); whether the
         stop signal came among them."""
         batch = [first]
@@ -156,9 +158,9 @@ class Writer(threading.Thread):
         finally:
             self.durability.after_commit([])  # what it committed is synced like any answer's
 
-    def _process(self, batch: list[tuple[bytes, Future[bytes]]]) -> list[Answer]:
+    def _process(self, batch: list[_Queued]) -> list[Answer]:
         """Each request's answer, in arrival order (mutations first, as one group)."""
-        mutating = [_is_mutation(raw) for raw, _ in batch]
+        mutating = [_is_mutation(raw) for raw, _, _ in batch]
         mutations = [item for item, is_mutation in zip(batch, mutating) if is_mutation]
         others = [item for item, is_mutation in zip(batch, mutating) if not is_mutation]
         answers: list[Answer] = []
@@ -166,26 +168,26 @@ class Writer(threading.Thread):
             answers = self._commit_group(mutations)
         else:
             others = mutations + others
-        for raw, future in others:
+        for raw, future, checked in others:
             try:
                 with self.durability.writing():  # ops on this thread may write (fact.recall)
-                    reply = self.service.handle_bytes(raw).body
+                    reply = self.service.handle_bytes(raw, keys_checked=checked).body
             except BaseException as exc:  # noqa: BLE001 - answered, and the next one is served
                 reply = failure_reply(raw, exc)
             answers.append((raw, future, reply))
         return answers
 
-    def _commit_group(self, group: list[tuple[bytes, Future[bytes]]]) -> list[Answer]:
+    def _commit_group(self, group: list[_Queued]) -> list[Answer]:
         replies: list[bytes] = []
         handler = self.service.engine.handler
         try:
             with self.service.engine.group(commit_section=self.durability.commit_section()):
-                for raw, _ in group:
-                    replies.append(self.service.handle_bytes(raw).body)
+                for raw, _, checked in group:
+                    replies.append(self.service.handle_bytes(raw, keys_checked=checked).body)
         except BaseException as exc:  # noqa: BLE001 - nothing of the group is durable: say so
             handler.drop_deferred()
             failure = _group_failure(exc)
-            replies = [with_request_id(raw, failure) for raw, _ in group]
+            replies = [with_request_id(raw, failure) for raw, _, _ in group]
         else:
             if handler.deferred:  # effects after the commit (a purge erasing files) need it on disk
                 self.durability.after_commit([])
@@ -193,7 +195,7 @@ class Writer(threading.Thread):
                 handler.run_deferred()
         self.groups += 1
         self.grouped_requests += len(group)
-        return [(raw, future, reply) for (raw, future), reply in zip(group, replies)]
+        return [(raw, future, reply) for (raw, future, _), reply in zip(group, replies)]
 
 
 def _is_mutation(raw: bytes) -> bool:
@@ -308,7 +310,16 @@ class Daemon:
         op = op_of(raw)
         if self.readers is not None and isinstance(op, str) and op in POOLED_OPS:
             return self.readers.submit(raw)
-        return self.writer.submit(raw)
+        # The strict-JSON check (a pure parse, ~15 us per KiB) runs here, on the I/O thread,
+        # beside the writer's SQLite work rather than on the writer; a frame that fails it is
+        # answered here by the same code that would answer it there (it never reaches the store).
+        from memoree.protocol.strictjson import duplicate_key
+
+        if duplicate_key(raw) is not None:
+            done: Future[bytes] = Future()
+            done.set_result(self.service.handle_bytes(raw).body)
+            return done
+        return self.writer.submit(raw, keys_checked=True)
 
     def dispatch(self, raw: bytes, peer: Peer) -> Future[bytes]:
         """Admit a frame from ``peer`` (refusals are answered at once), then route it."""
