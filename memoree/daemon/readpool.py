@@ -11,7 +11,9 @@ than the writer, for machines whose cores the reads fill.
 
 Requests wait in one queue; one relay thread per reader takes the next, writes it down that
 reader's socketpair and waits (GIL released) for the answer, which goes back to the listener like
-any other. Each reader answers one request at a time, in order, so every request gets exactly
+any other once every commit it could have seen is synced (``settle``: a syncer thread syncs the
+writer's commits, ``memoree.daemon.durability``, so a snapshot may be one sync ahead of the
+disk). Each reader answers one request at a time, in order, so every request gets exactly
 one answer. Admission stays in the listener: a reader never sees a client.
 
 * **A reader that dies** (killed, out of memory, a crash in a C extension) turns the request it

@@ -8,8 +8,9 @@ secret, ``memoree.client.secret``; a backup over TCP may write only below the co
 and routed: reads go to the reader pool (``memoree.daemon.readpool``: processes with connections of their
 own, one WAL snapshot each), everything else to the single writer thread. The writer groups the
 mutations that are waiting into one transaction, each request in its own savepoint, and
-acknowledges them only after the one COMMIT (group commit): concurrent clients share an fsync,
-and nothing is answered before it is durable. The writer survives every exception: a request
+commits once (group commit); the answers wait for the WAL sync, which a syncer thread does for
+every group committed meanwhile while the writer goes on (``memoree.daemon.durability``):
+concurrent clients share an fsync, and nothing is answered before it is durable. The writer survives every exception: a request
 whose handling fails in any way gets a typed error envelope, and the loop goes on.
 
 Folders must be private and this user's (``memoree.client.paths.private_dir``: another user's folder is
