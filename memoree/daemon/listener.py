@@ -45,6 +45,8 @@ MAX_OPEN_CONNECTIONS = 256
 EMFILE_PAUSE_S = 0.05
 FD_RESERVE = 64  # descriptors kept free for the store (database, WAL, blobs, keys, logs)
 EMFILE_EVICTIONS = 32
+# Answers up to this size are sent by the thread that computed them (one non-blocking send).
+DIRECT_REPLY_BYTES = 64 * 1024
 _HEADER = struct.Struct(">I")
 
 
@@ -68,7 +70,7 @@ def _descriptor_room() -> int:
 
 
 class _Connection:
-    __slots__ = ("sock", "peer", "deadline", "header", "body", "declared", "reply", "sent", "charged")
+    __slots__ = ("sock", "peer", "deadline", "header", "body", "declared", "reply", "sent", "charged", "watched")
 
     def __init__(self, sock: socket.socket, peer: Peer, deadline: float) -> None:
         self.sock, self.peer = sock, peer
@@ -79,6 +81,7 @@ class _Connection:
         self.reply: memoryview | None = None
         self.sent = 0
         self.charged = 0
+        self.watched = False  # registered with the selector for reading
 
 
 class Listener:
@@ -181,11 +184,20 @@ class Listener:
             else:
                 peer = Peer("tcp")
             connection = _Connection(sock, peer, time.monotonic() + self.frame_deadline)
-            self.selector.register(sock, selectors.EVENT_READ, "conn")
         except OSError:
             self._drop(sock)
             return
         self.reading[sock] = connection
+        # A client sends its frame right after connecting: it is usually here already, and
+        # then the connection never needs the selector for reading.
+        self._read(connection)
+        if sock in self.reading:
+            try:
+                self.selector.register(sock, selectors.EVENT_READ, "conn")
+            except (OSError, ValueError):
+                self._close_reading(connection)
+                return
+            connection.watched = True
 
     def _out_of_descriptors(self) -> None:
         """Free descriptors for the store's threads: close the oldest idle connections, keep the
@@ -211,20 +223,22 @@ class Listener:
     # ------------------------------------------------------------------ reading
 
     def _read(self, conn: _Connection) -> None:
+        """Read what has arrived: the header, then (its length charged first) as much of the
+        body as is there, until the frame is whole or the socket has nothing more for now."""
         try:
             if conn.body is None:
                 chunk = conn.sock.recv(_HEADER.size - len(conn.header))
                 if not chunk:
                     return self._close_reading(conn)
                 conn.header += chunk
-                if len(conn.header) == _HEADER.size and not self._start_body(conn):
+                if len(conn.header) < _HEADER.size or not self._start_body(conn):
                     return None
-            else:
+            while conn.body is not None and len(conn.body) < conn.declared:
                 chunk = conn.sock.recv(min(conn.declared - len(conn.body), 1 << 20))
                 if not chunk:
                     return self._close_reading(conn)
                 conn.body += chunk
-            if conn.body is not None and len(conn.body) == conn.declared:
+            if conn.body is not None:
                 self._frame_complete(conn)
         except (BlockingIOError, InterruptedError):
             return
@@ -244,7 +258,9 @@ class Listener:
 
     def _frame_complete(self, conn: _Connection) -> None:
         del self.reading[conn.sock]
-        self.selector.unregister(conn.sock)
+        if conn.watched:
+            self.selector.unregister(conn.sock)
+            conn.watched = False
         self.working.add(conn)
         raw = bytes(conn.body or b"")
         conn.body = None
@@ -258,11 +274,26 @@ class Listener:
         future.add_done_callback(lambda done: self._finished(conn, done))
 
     def _finished(self, conn: _Connection, done: Future[bytes]) -> None:
-        """Called on the thread that computed the answer: hand it to the loop."""
+        """Called on the thread that computed the answer: send it from here when the socket
+        takes it whole at once (a small answer nearly always fits its buffer), else hand the rest
+        to the loop. The connection is in no selector and no other thread's hands meanwhile."""
         try:
             reply = done.result()
         except BaseException:  # noqa: BLE001 - answered by the loop: closed unanswered
             reply = b""
+        if reply and len(reply) <= DIRECT_REPLY_BYTES and not self.stopping.is_set():
+            framed = _HEADER.pack(len(reply)) + reply
+            try:
+                sent = conn.sock.send(framed)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:  # the client went away: nothing to answer
+                sent = len(framed)
+            if sent == len(framed):
+                self.working.discard(conn)
+                conn.sock.close()
+                return
+            conn.reply, conn.sent = memoryview(framed), sent
         with self._done_lock:
             self._done.append((conn, reply))
         self._wake()
@@ -275,7 +306,8 @@ class Listener:
             if not reply:
                 self._drop(conn.sock)
                 continue
-            conn.reply = memoryview(_HEADER.pack(len(reply)) + reply)
+            if conn.reply is None:
+                conn.reply = memoryview(_HEADER.pack(len(reply)) + reply)
             conn.deadline = time.monotonic() + WRITE_DEADLINE_S
             try:
                 self.selector.register(conn.sock, selectors.EVENT_WRITE, "conn")

@@ -11,7 +11,9 @@ than the writer, for machines whose cores the reads fill.
 
 Requests wait in one queue; one relay thread per reader takes the next, writes it down that
 reader's socketpair and waits (GIL released) for the answer, which goes back to the listener like
-any other. Each reader answers one request at a time, in order, so every request gets exactly
+any other once every commit it could have seen is synced (``settle``: a syncer thread syncs the
+writer's commits, ``memoree.daemon.durability``, so a snapshot may be one sync ahead of the
+disk). Each reader answers one request at a time, in order, so every request gets exactly
 one answer. Admission stays in the listener: a reader never sees a client.
 
 * **A reader that dies** (killed, out of memory, a crash in a C extension) turns the request it
@@ -34,6 +36,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -114,8 +117,9 @@ class ReaderPool:
     """Reader processes behind one request queue (see the module docstring)."""
 
     def __init__(self, data_dir: Any, daemon_info: dict[str, Any], processes: int = READ_PROCESSES,
-                 nice: int | str = 0) -> None:
+                 nice: int | str = 0, settle: Callable[[], None] = lambda: None) -> None:
         self.data_dir = data_dir
+        self.settle = settle  # returns once what a reader's snapshot may show is durable
         self.daemon_info = daemon_info
         self.count = processes
         self.nice = nice
@@ -161,7 +165,9 @@ class ReaderPool:
                 if item is None:
                     return
                 raw, future = item
-                future.set_result(self._exchange(slot, raw))
+                reply = self._exchange(slot, raw)
+                self.settle()
+                future.set_result(reply)
                 if slot.channel is None:
                     self._try_start(slot)  # after the answer, so its client does not wait for it
         finally:

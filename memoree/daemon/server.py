@@ -8,8 +8,9 @@ secret, ``memoree.client.secret``; a backup over TCP may write only below the co
 and routed: reads go to the reader pool (``memoree.daemon.readpool``: processes with connections of their
 own, one WAL snapshot each), everything else to the single writer thread. The writer groups the
 mutations that are waiting into one transaction, each request in its own savepoint, and
-acknowledges them only after the one COMMIT (group commit): concurrent clients share an fsync,
-and nothing is answered before it is durable. The writer survives every exception: a request
+commits once (group commit); the answers wait for the WAL sync, which a syncer thread does for
+every group committed meanwhile while the writer goes on (``memoree.daemon.durability``):
+concurrent clients share an fsync, and nothing is answered before it is durable. The writer survives every exception: a request
 whose handling fails in any way gets a typed error envelope, and the loop goes on.
 
 Between requests the writer catches the vectors projection up (``Engine.catch_up_vectors``,
@@ -44,6 +45,7 @@ import msgspec
 
 from memoree import __version__, limits
 from memoree.client.transport import Endpoint
+from memoree.daemon.durability import Answer, Immediate, WalSync, durability_for
 from memoree.daemon.listener import Listener, Peer
 from memoree.daemon.replies import (
     Admission,
@@ -80,6 +82,7 @@ CATCH_UP_LAG_EVENTS = 512
 CATCH_UP_LAG_S = 2.0
 CATCH_UP_SLICE_EVENTS = 64
 CATCH_UP_RETRY_S = 30.0  # after a catch-up failed (a full disk, a damaged log): try again this late
+_Queued = tuple[bytes, "Future[bytes]", bool]
 SEAL_CHECK_EVERY = 64  # requests between checks for a full Merkle batch (1,000 events)
 LISTEN_BACKLOG = 512
 # Request bodies being read at once: as many maximum-size frames as the protocol's concurrency.
@@ -98,12 +101,21 @@ def _acquire_lock(path: Path, what: str) -> int:
 
 
 class Writer(threading.Thread):
-    """The one thread that touches the store; it batches waiting mutations into one commit."""
+    """The one thread that touches the store; it batches waiting mutations into one commit.
 
-    def __init__(self, service: Any) -> None:
+    Group commit: the writer takes the first request that waits, then every other one already
+    queued (never waiting for more, so a lone client is not delayed), runs the mutations among
+    them in one transaction (each in its own savepoint: a failing request is answered with its own
+    error and the others go on) and commits once. The answers then wait in ``durability`` until
+    the commit is on disk (``memoree.daemon.durability``): while the disk syncs one group, the next
+    one is already being written, and every group committed meanwhile shares the next sync."""
+
+    def __init__(self, service: Any, durability: Immediate | WalSync | None = None) -> None:
         super().__init__(name="memoree-writer", daemon=True)
         self.service = service
-        self.inbox: queue.Queue[tuple[bytes, Future[bytes]] | None] = queue.Queue()
+        self.durability = durability or Immediate()
+        # (frame, its future, whether its keys were already checked for repeats: ``Daemon.submit``)
+        self.inbox: queue.SimpleQueue[_Queued | None] = queue.SimpleQueue()
         self.groups = 0
         self.grouped_requests = 0
         self._since_seal_check = 0
@@ -111,9 +123,9 @@ class Writer(threading.Thread):
         self.retry_at = 0.0  # no catch-up before this monotonic time (after a failure)
         self.catch_ups = 0
 
-    def submit(self, raw: bytes) -> Future[bytes]:
+    def submit(self, raw: bytes, *, keys_checked: bool = False) -> Future[bytes]:
         future: Future[bytes] = Future()
-        self.inbox.put((raw, future))
+        self.inbox.put((raw, future, keys_checked))
         return future
 
     def stop(self) -> None:
@@ -133,13 +145,14 @@ class Writer(threading.Thread):
                 continue
             if item is None:
                 return
-            batch = self._gather(item)
+            batch, stopping = self._gather(item)
             try:
-                self._process(batch)
+                answers = self._process(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer survives everything
-                for raw, future in batch:
-                    if not future.done():
-                        future.set_result(failure_reply(raw, exc))
+                answers = [(raw, future, failure_reply(raw, exc)) for raw, future, _ in batch]
+            self.durability.after_commit(answers)
+            if stopping:
+                return
             self._since_seal_check += len(batch)
             if self._since_seal_check >= SEAL_CHECK_EVERY:
                 self._since_seal_check = 0
@@ -167,16 +180,21 @@ class Writer(threading.Thread):
         """One slice of the vectors' catch-up; the lag clock restarts after each slice. Returns
         whether more is left to do now (a failure waits ``CATCH_UP_RETRY_S``)."""
         try:
-            self.service.engine.catch_up_vectors(CATCH_UP_SLICE_EVENTS)
+            with self.durability.writing():
+                self.service.engine.catch_up_vectors(CATCH_UP_SLICE_EVENTS)
             self.catch_ups += 1
             self.lagging_since = time.monotonic() if self.service.engine.vectors_lag() else None
         except BaseException as exc:  # noqa: BLE001 - reads embed the lag in memory meanwhile
             logger().error("vectors_catch_up_failed", exc_info=exc)
             self.lagging_since = self.retry_at = time.monotonic() + CATCH_UP_RETRY_S
             return False
+        finally:
+            self.durability.after_commit([])  # its rows are synced like any answer's
         return self.lagging_since is not None
 
-    def _gather(self, first: tuple[bytes, Future[bytes]]) -> list[tuple[bytes, Future[bytes]]]:
+    def _gather(self, first: _Queued) -> tuple[list[_Queued], bool]:
+        """The first request and every one queued behind it (up to ``MAX_GROUP``); whether the
+        stop signal came among them."""
         batch = [first]
         while len(batch) < MAX_GROUP:
             try:
@@ -184,56 +202,66 @@ class Writer(threading.Thread):
             except queue.Empty:
                 break
             if extra is None:
-                self.inbox.put(None)
-                break
+                return batch, True
             batch.append(extra)
-        return batch
+        return batch, False
 
     def _seal(self, *, force_age: bool) -> None:
         """Close a Merkle batch when one is full, or (on idle) when any event is unsealed."""
         try:
-            maybe_seal(self.service.engine, force_age=force_age)
+            with self.durability.writing():
+                maybe_seal(self.service.engine, force_age=force_age)
         except BaseException as exc:  # noqa: BLE001 - sealing must never take the writer down
-
             logger().error("seal_failed", exc_info=exc)
+        finally:
+            self.durability.after_commit([])  # what it committed is synced like any answer's
 
-    def _process(self, batch: list[tuple[bytes, Future[bytes]]]) -> None:
-        mutations = [(raw, fut) for raw, fut in batch if self._is_mutation(raw)]
-        reads = [(raw, fut) for raw, fut in batch if not self._is_mutation(raw)]
-        if len(mutations) > 1:
-            self._commit_group(mutations)
+    def _process(self, batch: list[_Queued]) -> list[Answer]:
+        """Each request's answer, in arrival order (mutations first, as one group)."""
+        mutating = [_is_mutation(raw) for raw, _, _ in batch]
+        mutations = [item for item, is_mutation in zip(batch, mutating) if is_mutation]
+        others = [item for item, is_mutation in zip(batch, mutating) if not is_mutation]
+        answers: list[Answer] = []
+        if len(mutations) > 1 or (mutations and isinstance(self.durability, WalSync)):
+            answers = self._commit_group(mutations)
         else:
-            reads = mutations + reads
-        for raw, future in reads:
+            others = mutations + others
+        for raw, future, checked in others:
             try:
-                reply = self.service.handle_bytes(raw).body
+                with self.durability.writing():  # ops on this thread may write (fact.recall)
+                    reply = self.service.handle_bytes(raw, keys_checked=checked).body
             except BaseException as exc:  # noqa: BLE001 - answered, and the next one is served
                 reply = failure_reply(raw, exc)
-            future.set_result(reply)
+            answers.append((raw, future, reply))
+        return answers
 
-    def _is_mutation(self, raw: bytes) -> bool:
-        try:
-            spec = OPS.get(op_of(raw))  # type: ignore[arg-type]
-        except TypeError:  # an op that is not a string (a list, an object)
-            return False
-        return spec is not None and spec.mutating
-
-    def _commit_group(self, group: list[tuple[bytes, Future[bytes]]]) -> None:
+    def _commit_group(self, group: list[_Queued]) -> list[Answer]:
         replies: list[bytes] = []
+        handler = self.service.engine.handler
         try:
-            with self.service.engine.group():
-                for raw, _ in group:
-                    replies.append(self.service.handle_bytes(raw).body)
+            with self.service.engine.group(commit_section=self.durability.commit_section()):
+                for raw, _, checked in group:
+                    replies.append(self.service.handle_bytes(raw, keys_checked=checked).body)
         except BaseException as exc:  # noqa: BLE001 - nothing of the group is durable: say so
-            self.service.engine.handler.drop_deferred()
+            handler.drop_deferred()
             failure = _group_failure(exc)
-            replies = [with_request_id(raw, failure) for raw, _ in group]
+            replies = [with_request_id(raw, failure) for raw, _, _ in group]
         else:
-            self.service.engine.handler.run_deferred()
+            if handler.deferred:  # effects after the commit (a purge erasing files) need it on disk
+                self.durability.after_commit([])
+                self.durability.settle()
+                handler.run_deferred()
         self.groups += 1
         self.grouped_requests += len(group)
-        for (_, future), reply in zip(group, replies):
-            future.set_result(reply)
+        return [(raw, future, reply) for (raw, future, _), reply in zip(group, replies)]
+
+
+def _is_mutation(raw: bytes) -> bool:
+    try:
+        spec = OPS.get(op_of(raw))  # type: ignore[arg-type]
+    except TypeError:  # an op that is not a string (a list, an object)
+        return False
+    return spec is not None and spec.mutating
 
 
 def _group_failure(exc: BaseException) -> MemoreeError:
@@ -282,7 +310,7 @@ class Daemon:
         self.allowed_uids = frozenset({os.geteuid()}) | allowed_uids
         self.backup_root = backup_root
         self.stopping = threading.Event()
-        self.writer = Writer(service)
+        self.writer: Writer = Writer(service)
         self.readers: Any = None
         self._locks: list[int] = []
         self.listener: socket.socket | None = None
@@ -307,6 +335,9 @@ class Daemon:
             "endpoint": str(self.endpoint),
         }
         self.listener = self._listen()
+        synchronous = self.service._engine_options.get("synchronous", "FULL")
+        self.writer.durability = durability_for(self.service.engine, synchronous)
+        self.writer.durability.start()
         self.writer.start()
         if self.http_address is not None:
             from memoree.daemon.rest_host import serve_daemon_http
@@ -324,7 +355,8 @@ class Daemon:
         count = self.read_count if self.service.engine.shared is None else 0
         self.service.daemon_info["read_processes"] = count
         if count:
-            self.readers = ReaderPool(self.service.data_dir, self.service.daemon_info, count, self.read_nice)
+            self.readers = ReaderPool(self.service.data_dir, self.service.daemon_info, count, self.read_nice,
+                                      settle=self.writer.durability.settle)
             self.readers.start()
 
     # ------------------------------------------------------------------ routing
@@ -336,7 +368,16 @@ class Daemon:
         op = op_of(raw)
         if self.readers is not None and isinstance(op, str) and op in POOLED_OPS:
             return self.readers.submit(raw)
-        return self.writer.submit(raw)
+        # The strict-JSON check (a pure parse, ~15 us per KiB) runs here, on the I/O thread,
+        # beside the writer's SQLite work rather than on the writer; a frame that fails it is
+        # answered here by the same code that would answer it there (it never reaches the store).
+        from memoree.protocol.strictjson import duplicate_key
+
+        if duplicate_key(raw) is not None:
+            done: Future[bytes] = Future()
+            done.set_result(self.service.handle_bytes(raw).body)
+            return done
+        return self.writer.submit(raw, keys_checked=True)
 
     def dispatch(self, raw: bytes, peer: Peer) -> Future[bytes]:
         """Admit a frame from ``peer`` (refusals are answered at once), then route it."""
@@ -487,6 +528,7 @@ class Daemon:
             self.readers.stop()
         self.writer.stop()
         self.writer.join(10)
+        self.writer.durability.stop()
         self.service.close()
         for fd in self._locks:
             os.close(fd)

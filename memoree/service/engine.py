@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -157,11 +157,22 @@ class Engine:
                 "commit_seq": position, "write_lock_seconds": round(locked, 3)}
 
     @contextmanager
-    def group(self) -> Iterator[Any]:
+    def group(self, commit_section: Any = None) -> Iterator[Any]:
         """One write transaction for several mutations (each runs in its own savepoint, as a
-        nested ``log.transaction()``), with their text indexed and embedded once at the end."""
-        with storage_errors(), self.log.transaction() as conn, deferred_mode(conn, self.projectors):
-            yield conn
+        nested ``log.transaction()``), with their text indexed and embedded once at the end.
+        ``commit_section`` (a context manager) is entered just before the COMMIT and left after
+        it (the daemon counts commits there: ``memoree.daemon.durability``)."""
+        section = commit_section if commit_section is not None else nullcontext()
+        entered = False
+        try:
+            with storage_errors(), self.log.transaction() as conn:
+                with deferred_mode(conn, self.projectors):
+                    yield conn
+                section.__enter__()
+                entered = True
+        finally:
+            if entered:
+                section.__exit__(None, None, None)
 
     def node_key(self) -> NodeKey:
         """The current node key, its epoch recorded in the log first (at first use)."""

@@ -97,8 +97,9 @@ class Service:
                      keys_checked: bool = False) -> Reply:
         """Decode one request frame and answer it; malformed JSON answers with the fallback id.
 
-        ``keys_checked``: ``raw`` lies inside a frame already checked for repeated keys (a
-        ``batch``'s requests), so the check is not paid twice."""
+        ``keys_checked``: ``raw`` was already checked for repeated keys (a ``batch``'s requests
+        inside their checked frame; a frame the daemon checked on its I/O thread), so the check
+        is not paid twice."""
         try:
             request = _request_decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
@@ -233,7 +234,7 @@ def decode_input(spec: OpSpec, raw: msgspec.Raw) -> Any:
         raise InvalidRequest(f"invalid input for {spec.name}: JSON nests too deeply") from None
     except msgspec.DecodeError as exc:  # pragma: no cover - the envelope decode already parsed it
         raise InvalidRequest(f"invalid input for {spec.name}: {exc}") from None
-    where = _integer_out_of_range(value, "$") if _LONG_DIGITS.search(bytes(raw)) else None
+    where = _integer_out_of_range(value, "$") if _may_hold_a_long_integer(bytes(raw)) else None
     if where is not None:
         raise InvalidRequest(f"invalid input for {spec.name}: integer outside the signed 64-bit range - at `{where}`")
     return value
@@ -243,6 +244,13 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # Only an integer literal of 19 digits or more can fall outside the signed 64-bit range: inputs
 # without such a run of digits (nearly all) skip the walk over their typed fields.
 _LONG_DIGITS = re.compile(rb"\d{19}")
+_DIGITS = b"0123456789"
+
+
+def _may_hold_a_long_integer(raw: bytes) -> bool:
+    """Whether ``raw`` has a run of 19 digits; counting its digits first (one C pass) spares the
+    regex, which costs ~20 us per KiB, for the inputs with fewer than 19 digits in all."""
+    return len(raw) - len(raw.translate(None, _DIGITS)) >= 19 and _LONG_DIGITS.search(raw) is not None
 
 
 def _integer_out_of_range(value: Any, path: str) -> str | None:

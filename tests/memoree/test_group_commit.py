@@ -1,0 +1,99 @@
+"""The daemon's writer on a real store: group commit, one request's failure, answers after the sync."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from memoree.daemon.durability import WalSync, durability_for
+from memoree.daemon.server import Writer
+from memoree.service.service import Service
+
+CTX = {"workspace_id": "wsp_g", "project_id": "prj_g"}
+
+
+def frame(op: str, body: dict[str, Any], key: str | None = None, request_id: str = "r") -> bytes:
+    document: dict[str, Any] = {"v": 1, "request_id": request_id, "op": op, "context": CTX, "input": body}
+    if key is not None:
+        document["idempotency_key"] = key
+    return json.dumps(document).encode()
+
+
+def put(i: int, key: str | None = None) -> bytes:
+    return frame("artifact.put", {"kind": "note", "title": f"t{i}", "content": {"type": "text", "data": f"text {i}"}},
+                 key or f"k{i}", f"r{i}")
+
+
+def run_as_one_group(service: Service, frames: list[bytes]) -> tuple[Writer, list[dict[str, Any]]]:
+    """Queue every frame before the writer starts, so its first group holds them all."""
+    writer = Writer(service, durability_for(service.engine, "FULL"))
+    futures: list[Future[bytes]] = [writer.submit(raw) for raw in frames]
+    writer.durability.start()
+    writer.start()
+    answers = [json.loads(future.result(timeout=60)) for future in futures]
+    writer.stop()
+    writer.join(10)
+    writer.durability.stop()
+    return writer, answers
+
+
+class TestGroupCommit:
+    def test_a_failing_request_in_a_group_fails_alone_and_the_others_are_durable(self, tmp_path: Path) -> None:
+        """One group of five: a stale revise gets its own REVISION_CONFLICT, the puts and a replay succeed and survive a reopen."""
+        service = Service(tmp_path / "data")
+        first = json.loads(service.handle_bytes(put(0)).body)["result"]
+        stale = frame("artifact.revise", {"artifact_id": first["artifact_id"], "if_revision": "rev_not_the_head",
+                                          "content": {"type": "text", "data": "v2"}}, "revise", "r-stale")
+        frames = [put(1), put(2), stale, put(3), put(1)]  # the last one replays the first of the group
+        writer, answers = run_as_one_group(service, frames)
+        assert (writer.groups, writer.grouped_requests) == (1, 5)
+        assert [a["ok"] for a in answers] == [True, True, False, True, True]
+        assert answers[2]["request_id"] == "r-stale" and answers[2]["error"]["code"] == "REVISION_CONFLICT"
+        assert answers[4]["result"]["artifact_id"] == answers[0]["result"]["artifact_id"]
+        seqs = [answers[i]["commit_seq"] for i in (0, 1, 3)]
+        assert seqs == sorted(seqs) and len(set(seqs)) == 3, "commit order is arrival order"
+        service.close()
+        reopened = Service(tmp_path / "data")
+        for index, title in ((0, "t1"), (1, "t2"), (3, "t3")):
+            got = json.loads(reopened.handle_bytes(frame("artifact.get", {"artifact_id": answers[index]["result"]["artifact_id"]})).body)
+            assert got["ok"] and got["result"]["title"] == title
+        reopened.close()
+
+    def test_answers_are_released_only_after_the_wal_is_synced(self, tmp_path: Path) -> None:
+        """Every answer of a group comes after at least one WAL sync that covers its commit."""
+        service = Service(tmp_path / "data")
+        writer, answers = run_as_one_group(service, [put(i) for i in range(4)])
+        assert all(a["ok"] for a in answers)
+        durability = writer.durability
+        assert isinstance(durability, WalSync)
+        assert durability.syncs >= 1 and durability.durable == durability.committed >= 1
+        service.close()
+
+    def test_settle_waits_for_a_commit_that_is_not_synced_yet(self, tmp_path: Path) -> None:
+        """An answer computed beside an unsynced commit (a reader's) is held until the syncer syncs it."""
+        service = Service(tmp_path / "data")
+        service.handle_bytes(put(0))
+        durability = durability_for(service.engine, "FULL")
+        assert isinstance(durability, WalSync)
+        durability.start()
+        with durability.writing():  # a commit the syncer has not been told about yet
+            pass
+        settled = threading.Event()
+        waiter = threading.Thread(target=lambda: (durability.settle(), settled.set()))
+        waiter.start()
+        assert not settled.wait(0.3), "settle returned before the commit was synced"
+        durability.after_commit([])
+        assert settled.wait(10), "settle did not return after the sync"
+        waiter.join(5)
+        durability.stop()
+        service.close()
+
+    def test_other_synchronous_settings_answer_at_once(self, tmp_path: Path) -> None:
+        """With synchronous=NORMAL (no sync asked for) the writer answers as soon as it committed."""
+        service = Service(tmp_path / "data", synchronous="NORMAL")
+        durability = durability_for(service.engine, "NORMAL")
+        assert not isinstance(durability, WalSync)
+        service.close()
