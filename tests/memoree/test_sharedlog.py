@@ -19,6 +19,7 @@ from memoree.eventlog import sealing
 from memoree.errors import ConfigError, IntegrityError
 from memoree.eventlog.db import connect
 from memoree.eventlog.postgres import PostgresEventStore
+from memoree.eventlog.replica import CATCH_UP_PAGE
 from memoree.eventlog.sqlite import SqliteEventStore
 from memoree.service.logconfig import log_url
 from memoree.eventlog.migrate import migrate
@@ -232,18 +233,26 @@ class TestPutsDecideOnTheirInput:
             b.put_text(f"lantern from b number {i}", key=f"b{i}")
         assert 0 == a.service.engine.conn.execute("SELECT count(*) FROM events").fetchone()[0]
         shared = a.service.engine.shared
-        reads, read_raw = [], shared.pg.read_raw
+        reads, read_page = [], shared.pg.read_page
+        appends, append_and_commit = [], shared.pg.append_and_commit
 
         def read_noting_the_lock(*args: Any, **kwargs: Any) -> Any:
-            reads.append((bool(shared._lock_taken_at), len(shared.lock_commits)))
-            return read_raw(*args, **kwargs)
+            reads.append(bool(shared._lock_taken_at))
+            return read_page(*args, **kwargs)
 
-        shared.pg.read_raw = read_noting_the_lock
-        commits = len(shared.lock_commits)
+        def append_noting_the_read(*args: Any, **kwargs: Any) -> Any:
+            recorded, page = append_and_commit(*args, **kwargs)
+            appends.append((kwargs.get("then_read"), [row.commit_seq for row in page.rows]))
+            return recorded, page
+
+        shared.pg.read_page, shared.pg.append_and_commit = read_noting_the_lock, append_noting_the_read
         mine = a.ok("artifact.put", {"kind": "note", "title": "a", "content": {"type": "text", "data": "lantern from a"}},
                     key="a0")
         assert 6 == mine["commit_seq"]
-        assert reads and {(False, commits + 1)} == set(reads)  # read once the put committed and let go of the lock
+        # B's five events came in the put's own commit round trip, read after its commit (which
+        # let go of the lock); nothing was read under the lock.
+        assert [((0, CATCH_UP_PAGE), [1, 2, 3, 4, 5])] == appends
+        assert True not in reads
         seqs = [r[0] for r in a.service.engine.conn.execute("SELECT commit_seq FROM events ORDER BY commit_seq")]
         assert [1, 2, 3, 4, 5, 6] == seqs
         assert 6 == len(a.ok("search", {"query": "lantern"})["result"]["hits"])
@@ -282,22 +291,25 @@ class TestPutsDecideOnTheirInput:
                      key="noop-key")
         assert "IDEMPOTENCY_CONFLICT" == conflict["error"]["code"], conflict
 
+    @pytest.mark.parametrize("path", ["append_on_guess", "append_and_commit"])
     def test_a_put_whose_shared_commit_fails_leaves_nothing_behind_on_the_host(
-            self, shared_url: str, open_host: Any) -> None:
-        """The append that commits a lone put fails: the put answers a retryable error, the host's
-        replica and search hold nothing of it, and the retry commits."""
+            self, shared_url: str, open_host: Any, path: str) -> None:
+        """The append that commits a lone put fails (on a guessed head, or on the locked one): the
+        put answers a retryable error, the host's replica and search hold nothing of it, and the
+        retry commits."""
         from memoree.errors import InternalError
 
         a = open_host("a")
         a.put_text("before", key="p0")
         shared = a.service.engine.shared
-        append = shared.pg.append
+        shared._guess_head = path == "append_on_guess"
+        append = getattr(shared.pg, path)
 
         def lose_the_connection(*args: Any, **kwargs: Any) -> None:
-            shared.pg.append = append
+            setattr(shared.pg, path, append)
             raise InternalError("the shared log is unreachable", retryable=True)
 
-        shared.pg.append = lose_the_connection
+        setattr(shared.pg, path, lose_the_connection)
         payload = {"kind": "note", "title": "t", "content": {"type": "text", "data": "quarry notebook"}}
         failed = a("artifact.put", payload, key="p1")
         assert "INTERNAL_ERROR" == failed["error"]["code"] and failed["error"]["retryable"], failed
@@ -420,7 +432,7 @@ class TestBatchedCatchUp:
 
     def test_the_follower_takes_a_stale_head_reading_in_its_stride(
             self, shared_url: str, open_host: Any) -> None:
-        """Counters the follower read before the host's own write moved it further are no error."""
+        """A page the follower read before the host's own write moved it further is no error."""
         from memoree.eventlog.postgres import SharedCounters
 
         a = open_host("a")
@@ -430,7 +442,8 @@ class TestBatchedCatchUp:
         follower.stop()
         follower._connect()
         try:
-            assert 0 == follower._apply_page(SharedCounters(1, 0, 0))
+            stale = follower._store.read_page(0, 1, through=1)._replace(counters=SharedCounters(1, 0, 0))
+            assert 0 == follower._apply_page(0, stale)
         finally:
             follower._disconnect()
 
