@@ -49,6 +49,7 @@ __all__ = ["Follower", "gather_window_s"]
 
 MAX_BACKOFF_S = 5.0
 GATHER_MS = 5.0
+WRITING_NAP_S = 0.02
 
 
 def gather_window_s() -> float:
@@ -174,28 +175,36 @@ class Follower(threading.Thread):
     def _wait_for_doorbell(self) -> None:
         """Block until another session's notification (one already queued returns at once) or
         the poll interval. The engine's own appends are in this host's replica already, so their
-        doorbells wake nobody; the rings queued meanwhile are drained, so many cost one round."""
+        doorbells wake nobody; the rings queued meanwhile are drained, so many cost one round.
+        While the engine writes steadily, its writes take other hosts' events in: the follower
+        then naps (``WRITING_NAP_S``) instead of waking at every ring, and answers once the
+        writing stops."""
         deadline = time.monotonic() + self.poll_s
         while (remaining := deadline - time.monotonic()) > 0:
             rung = [n.pid for n in self._listen.notifies(timeout=remaining, stop_after=1)]
             if not rung:
                 return
-            rung += [n.pid for n in self._listen.notifies(timeout=0)]
-            own = self.own_sessions()
-            if any(pid not in own for pid in rung):
-                if self.writing():
-                    continue  # the engine's next write takes these events in, in one batch
-                self.woken += 1
-                self._gather()
-                return
+            rung += self._drain()
+            if all(pid in self.own_sessions() for pid in rung):
+                continue
+            while self.writing() and time.monotonic() < deadline:
+                if self._stopping.wait(WRITING_NAP_S):
+                    return
+                self._drain()
+            self.woken += 1
+            self._gather()
+            return
+
+    def _drain(self) -> list[int]:
+        """The sessions of the notifications queued now, which are consumed."""
+        return [n.pid for n in self._listen.notifies(timeout=0)]
 
     def _gather(self) -> None:
         """Let appends that follow close behind the one that rang join this round's page (one
         local transaction, its text indexed and embedded once), and drain their rings."""
         if self.gather_s > 0:
             self._stopping.wait(self.gather_s)
-            for _ in self._listen.notifies(timeout=0):
-                pass
+            self._drain()
 
     def _disconnect(self) -> None:
         for resource in (self._listen, self._store, self._local):

@@ -97,6 +97,7 @@ INDEPENDENT_CREATIONS = frozenset({"artifact.created", "claim.asserted"})
 # A host that wrote this recently is writing steadily: its follower leaves other hosts' events
 # to the next write (see ``Follower.writing``).
 WRITING_S = 0.1
+GUESS_BACKOFF_MAX = 64
 
 
 # ---------------------------------------------------------------------- the store the engine uses
@@ -123,9 +124,12 @@ class SharedLog:
         self._shared_head = LogHead(0, GENESIS_HASH)
         self._lock_first = False
         self._lock_taken_at = 0.0
-        # Whether a lone creation appends on a guessed head (see ``_append_on_guess``): while no
-        # other host writes between this host's writes, the guess holds.
-        self._guess_head = True
+        # A lone creation appends on a guessed head (see ``_append_on_guess``): while no other
+        # host writes between this host's writes, the guess holds. A wrong guess costs a round
+        # trip and a rollback, so after one the next writes lock first: 1, 2, 4 ... up to
+        # GUESS_BACKOFF_MAX of them (``_guess_skip`` left), doubling at each miss in a row.
+        self._guess_skip = self._guess_backoff = 0
+        self.guesses = [0, 0]  # lone creations appended on a guessed head: tried, missed
         self.last_write = 0.0  # monotonic time of this host's last committed write
         self.lock_holds: deque[float] = deque(maxlen=100_000)  # seconds per write transaction
         # of which the shared commit (a lone creation: the append round trip, which commits)
@@ -399,13 +403,14 @@ class SharedLog:
         if not self._depth:
             raise InternalError("append outside a write transaction")
         lone = self._depth == 1 and bool(events) and all(e.type in INDEPENDENT_CREATIONS for e in events)
-        if lone and self._guess_head and self._locked_depth is None:
-            recorded = self._append_on_guess(events)
-            if recorded is not None:
-                return recorded
+        if lone and self._locked_depth is None:
+            if self._guess_skip:
+                self._guess_skip -= 1
+            else:
+                recorded = self._append_on_guess(events)
+                if recorded is not None:
+                    return recorded
         head, behind_from = self._lock_for_write(events, lone=lone)
-        if lone:
-            self._guess_head = behind_from is None  # nobody else wrote in between: guess next time
         started = time.perf_counter()
         try:
             # The head is known: one round trip, which for a lone creation commits too (it has
@@ -448,12 +453,16 @@ class SharedLog:
         local = replica_head(self.conn)
         noops, checkpoints = local_counts(self.conn)
         started = time.perf_counter()
+        self.guesses[0] += 1
         try:
             recorded = self.pg.append_on_guess(
                 events, SharedCounters(local.commit_seq, noops, checkpoints, local.hash))
-        except HeadMoved:
-            self._guess_head = False  # another host is writing: lock first while it does
+        except HeadMoved:  # another host is writing: lock first for a while, longer at each miss
+            self.guesses[1] += 1
+            self._guess_backoff = min(GUESS_BACKOFF_MAX, 2 * self._guess_backoff or 1)
+            self._guess_skip = self._guess_backoff
             return None
+        self._guess_backoff = 0
         held = time.perf_counter() - started  # the lock is taken and let go inside that round trip
         self.lock_holds.append(held)
         self.lock_commits.append(held)

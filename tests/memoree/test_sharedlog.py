@@ -258,6 +258,27 @@ class TestPutsDecideOnTheirInput:
         assert 6 == len(a.ok("search", {"query": "lantern"})["result"]["hits"])
         assert a.ok("verify", {})["result"]["ok"]
 
+    def test_a_put_guesses_the_head_while_nobody_else_writes_and_backs_off_after_a_miss(
+            self, shared_url: str, open_host: Any) -> None:
+        """A current host's put appends on its replica's head in one go; after B wrote, A's guess
+        misses, writes nothing, and the put lands locked after B's event; the next put locks first,
+        the one after guesses again; the log stays dense and every host verifies."""
+        a, b = open_host("a"), open_host("b")
+        self.behind(a)
+        shared = a.service.engine.shared
+        assert 1 == a.put_text("first from a", key="a1")["commit_seq"]
+        assert [1, 0] == shared.guesses
+        b.put_text("from b", key="b1")
+        assert 3 == a.put_text("second from a", key="a2")["commit_seq"]
+        assert ([2, 1], 1) == (shared.guesses, shared._guess_skip)
+        assert 4 == a.put_text("third from a", key="a3")["commit_seq"]  # locked: the back-off
+        assert 5 == a.put_text("fourth from a", key="a4")["commit_seq"]
+        assert [3, 1] == shared.guesses
+        seqs = [r[0] for r in a.service.engine.conn.execute("SELECT commit_seq FROM events ORDER BY commit_seq")]
+        assert [1, 2, 3, 4, 5] == seqs
+        assert 5 == len(a.ok("search", {"query": "from"})["result"]["hits"])
+        assert a.ok("verify", {})["result"]["ok"] and b.ok("verify", {})["result"]["ok"]
+
     def test_a_retry_landing_on_a_host_that_has_not_seen_the_original_replays_it(
             self, shared_url: str, open_host: Any) -> None:
         """B puts under a key; the same request retried on A (behind) returns B's result, not a new
@@ -302,7 +323,7 @@ class TestPutsDecideOnTheirInput:
         a = open_host("a")
         a.put_text("before", key="p0")
         shared = a.service.engine.shared
-        shared._guess_head = path == "append_on_guess"
+        shared._guess_skip = 0 if path == "append_on_guess" else 1
         append = getattr(shared.pg, path)
 
         def lose_the_connection(*args: Any, **kwargs: Any) -> None:
