@@ -187,9 +187,9 @@ class Follower(threading.Thread):
             rung += self._drain()
             if all(pid in self.own_sessions() for pid in rung):
                 continue
-            while self.writing() and time.monotonic() < deadline:
-                if self._stopping.wait(WRITING_NAP_S):
-                    return
+            while self.writing():
+                if time.monotonic() >= deadline or self._stopping.wait(WRITING_NAP_S):
+                    return  # the poll interval is over: catch up as after any poll
                 self._drain()
             self.woken += 1
             self._gather()
