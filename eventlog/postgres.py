@@ -80,20 +80,29 @@ _INSERT_EVENT = (
 
 _CHECKPOINT_COLUMNS = "checkpoint_seq, tree_size, root, key_epoch, signed_at, note, signature"
 
-# A whole lone write in one statement (``PostgresEventStore.append_on_guess``): its blobs, the
-# head's move guarded by the guessed counters (a wrong guess sets seq to -1, whose CHECK fails the
-# statement: nothing is written), its rows and the doorbell.
-_APPEND_ON_GUESS = (
-    "WITH blob AS (INSERT INTO blobs (hash, size, data) "
-    "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bytea[]) ON CONFLICT (hash) DO NOTHING), "
-    "head AS (UPDATE log_head SET seq = CASE WHEN seq = %s AND hash = %s AND noops = %s "
-    "AND checkpoints = %s THEN %s ELSE -1 END, hash = %s WHERE singleton RETURNING seq), "
-    f"bell AS (SELECT pg_notify('{NOTIFY_CHANNEL}', '') FROM head) "
-    "INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
-    "idempotency_key, request_digest, data, prev_hash, hash) "
-    "SELECT r.* FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
-    "%s::text[], %s::text[], %s::text[], %s::bytea[], %s::bytea[], %s::bytea[]) AS r, head, bell"
-)
+
+
+def _append_on_guess_sql(events: int, blobs: int) -> str:
+    """A whole lone write in one statement (``PostgresEventStore.append_on_guess``): its blobs,
+    the head's move guarded by the guessed counters (a wrong guess sets seq to -1, whose CHECK
+    fails the statement: nothing is written), its rows and the doorbell. Rows are VALUES lists
+    (scalar parameters: psycopg dumps arrays slowly)."""
+    blob_rows = ", ".join(["(%s, %s::bigint, %s::bytea)"] * blobs)
+    writes_blobs = (f"blob AS (INSERT INTO blobs (hash, size, data) VALUES {blob_rows} "
+                    "ON CONFLICT (hash) DO NOTHING), ") if blobs else ""
+    event_rows = ", ".join(["(%s::bigint, %s, %s, %s, %s::bigint, %s, %s, %s, %s::bytea, %s::bytea, %s::bytea)"] * events)
+    return (
+        f"WITH {writes_blobs}"
+        "head AS (UPDATE log_head SET seq = CASE WHEN seq = %s AND hash = %s AND noops = %s "
+        "AND checkpoints = %s THEN %s ELSE -1 END, hash = %s WHERE singleton RETURNING seq), "
+        f"bell AS (SELECT pg_notify('{NOTIFY_CHANNEL}', '') FROM head) "
+        "INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
+        "idempotency_key, request_digest, data, prev_hash, hash) "
+        f"SELECT r.* FROM (VALUES {event_rows}) AS r, head, bell"
+    )
+
+
+_APPEND_ON_GUESS: dict[tuple[int, int], str] = {}
 
 
 class SharedCounters(NamedTuple):
@@ -484,15 +493,17 @@ class PostgresEventStore:
             seq += 1
             recorded.append(_record(event, seq, prev))
             prev = recorded[-1].hash
-        columns = list(zip(*[(r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
-                              r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash)
-                             for r in recorded], strict=True))
-        blob_columns = list(zip(*blobs, strict=True)) if blobs else [[], [], []]
-        params = [*map(list, blob_columns), guess.seq, guess.hash, guess.noops, guess.checkpoints,
-                  recorded[-1].commit_seq, recorded[-1].hash, *map(list, columns)]
+        params: list[Any] = [value for row in blobs for value in row]
+        params += [guess.seq, guess.hash, guess.noops, guess.checkpoints, recorded[-1].commit_seq,
+                   recorded[-1].hash]
+        for r in recorded:
+            params += [r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
+                       r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash]
+        shape = (len(recorded), len(blobs))
+        sql = _APPEND_ON_GUESS.get(shape) or _APPEND_ON_GUESS.setdefault(shape, _append_on_guess_sql(*shape))
         self._pending = []
         try:
-            self.conn.execute(_APPEND_ON_GUESS, params)
+            self.conn.execute(sql, params)
         except pg_errors.CheckViolation as exc:
             raise HeadMoved("the shared head moved since the guess; nothing was written") from exc
         except pg_errors.UniqueViolation as exc:
