@@ -11,7 +11,8 @@ up, then start together. Measured in the same run, on the same machine:
   Catch-up lag is the time from a writer's acknowledgement to that ``commit_seq`` being in the
   follower host's local projections. Each writer also reports how long each of its write
   transactions held the shared append lock (printed as p50 / p99), and how much of that was
-  PostgreSQL's commit (the lock is released only when the commit's WAL flush returns).
+  PostgreSQL's commit (the lock is released only when the commit's WAL flush returns), and what
+  share of its puts appended on a guessed head in one statement (and guessed wrong).
 - **SQLite** (baseline): every writer opens the same data dir, serialized by ``BEGIN
   IMMEDIATE``; embedded mode has no second host, so the "follower" is a reader of the same file,
   and its lag is plain visibility.
