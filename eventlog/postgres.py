@@ -145,15 +145,16 @@ _IS_REVISION = "e.type IN ('artifact.created', 'artifact.revised')"
 # an unescaped quote, and ``provenance``, which may, sorts after it). A wrong cut only misses the
 # blob, which is then read by itself.
 _BLOB_HASH_OF_E = "encode(substring(e.data FROM position('\"blob_hash\":\"'::bytea IN e.data) + 13 FOR 64), 'escape')"
-_READ_PAGE = (
+_READ_PAGE = (  # each revision's blob and purges are index lookups, whatever the store's size
     f"SELECT h.seq, h.noops, h.checkpoints, h.hash, "
-    f"e.commit_seq, e.type, e.data, e.prev_hash, e.hash, e.stream_id, b.hash, b.data, "
+    f"e.commit_seq, e.type, e.data, e.prev_hash, e.hash, e.stream_id, r.blob_hash, "
+    f"(SELECT b.data FROM blobs b WHERE b.hash = r.blob_hash), "
     f"(SELECT array_agg(x.data ORDER BY x.commit_seq) FROM events x "
-    f"WHERE {_IS_REVISION} AND x.type = 'artifact.purged' AND x.stream_id = e.stream_id) "
+    f"WHERE r.blob_hash IS NOT NULL AND x.type = 'artifact.purged' AND x.stream_id = e.stream_id) "
     f"FROM log_head h LEFT JOIN LATERAL ("
     f"SELECT commit_seq, type, data, prev_hash, hash, stream_id FROM events "
     f"WHERE commit_seq > %s AND commit_seq <= least(h.seq, %s) ORDER BY commit_seq LIMIT %s) e ON true "
-    f"LEFT JOIN blobs b ON {_IS_REVISION} AND b.hash = {_BLOB_HASH_OF_E} "
+    f"LEFT JOIN LATERAL (SELECT {_BLOB_HASH_OF_E} AS blob_hash WHERE {_IS_REVISION}) r ON true "
     f"WHERE h.singleton ORDER BY e.commit_seq"
 )
 _NO_BOUND = 2 ** 62
@@ -167,7 +168,7 @@ def _page_from(rows: Sequence[Sequence[Any]]) -> SharedPage:
         if seq is None:  # the head's row alone: nothing after the position
             continue
         page.rows.append(RawEvent(seq, type_, bytes(data), bytes(prev), bytes(digest)))
-        if blob_hash is not None:
+        if blob is not None:
             page.blobs[blob_hash] = bytes(blob)
         if type_ in _REVISION_TYPES:
             page.purges[stream_id] = [bytes(p) for p in purges or ()]
@@ -454,12 +455,13 @@ class PostgresEventStore:
         return self._append(events, head, commit and head is not None, None)[0]
 
     def append_and_commit(self, events: Sequence[NewEvent], head: LogHead, *,
-                          then_read: tuple[int, int] | None = None,
+                          read_first: tuple[int, int] | None = None,
                           ) -> tuple[list[RecordedEvent], SharedPage | None]:
-        """``append(events, head=head, commit=True)``; with ``then_read`` (``after``, ``limit``)
+        """``append(events, head=head, commit=True)``; with ``read_first`` (``after``, ``limit``)
         also the page of the log after ``after`` up to ``head`` (what other hosts appended before
-        these events), read in the same round trip once the commit has let go of the lock."""
-        return self._append(events, head, True, then_read)
+        these events, all committed: this transaction holds the lock), read in the same round
+        trip, ahead of the append. Keep ``limit`` small: the read runs under the lock."""
+        return self._append(events, head, True, read_first)
 
     def append_on_guess(self, events: Sequence[NewEvent], guess: SharedCounters) -> list[RecordedEvent]:
         """Append after a head this connection has not locked, and commit, in one round trip.
@@ -515,7 +517,7 @@ class PostgresEventStore:
         return recorded
 
     def _append(self, events: Sequence[NewEvent], head: LogHead | None, commit: bool,
-                then_read: tuple[int, int] | None, *, guard: SharedCounters | None = None,
+                read_first: tuple[int, int] | None, *, guard: SharedCounters | None = None,
                 ) -> tuple[list[RecordedEvent], SharedPage | None]:
         self._require_transaction("append")
         if not events:
@@ -527,8 +529,8 @@ class PostgresEventStore:
             recorded.append(_record(event, seq, prev))
             prev = recorded[-1].hash
         self._appended = True
-        read = None if then_read is None or head is None else (then_read[0], head.commit_seq, then_read[1])
-        page = self._insert(recorded, events, moved_from=head, commit=commit, then_read=read, guard=guard)
+        read = None if read_first is None or head is None else (read_first[0], head.commit_seq, read_first[1])
+        page = self._insert(recorded, events, moved_from=head, commit=commit, read_first=read, guard=guard)
         return recorded, page
 
     def append_recorded(self, events: Sequence[RecordedEvent]) -> None:
@@ -559,20 +561,23 @@ class PostgresEventStore:
 
     def _insert(self, records: Sequence[RecordedEvent], events: Sequence[Any], *,
                 moved_from: LogHead | None = None, commit: bool = False,
-                then_read: tuple[int, int, int] | None = None,
+                read_first: tuple[int, int, int] | None = None,
                 guard: SharedCounters | None = None) -> SharedPage | None:
         """Insert the rows and move the head's hash to the last one, in one round trip; with
         ``moved_from`` the head's position moves too, from exactly that head or not at all (with
         ``guard``, a head not locked before: from exactly those no-op and checkpoint counts too,
         else ``HeadMoved``); with ``commit`` the transaction commits in the same round trip, and
-        ``then_read`` (after, through, limit) reads a page after the commit, still in that round
+        ``read_first`` (after, through, limit) reads a page ahead of the rest, still in that round
         trip."""
         rows = [(r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
                  r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash) for r in records]
         page = None
         try:
             with self.conn.pipeline():
-                for sql, params in self._take_pending():
+                pending = self._take_pending()
+                if read_first is not None:  # prepared only when nothing before it can fail
+                    page = self.conn.execute(_READ_PAGE, read_first, prepare=False if pending else None)
+                for sql, params in pending:
                     self.conn.execute(sql, params)
                 if moved_from is None:
                     self.conn.execute("UPDATE log_head SET hash = %s WHERE singleton", (records[-1].hash,))
@@ -598,8 +603,6 @@ class PostgresEventStore:
                 if commit:  # a failed statement above makes the server skip these
                     for sql, params in self._commit_statements():
                         self.conn.execute(sql, params, prepare=False)
-                    if then_read is not None:
-                        page = self.conn.execute(_READ_PAGE, then_read, prepare=False)
         except pg_errors.CheckViolation as exc:
             if guard is not None:
                 _rollback_quietly(self.conn)

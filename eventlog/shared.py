@@ -98,6 +98,9 @@ INDEPENDENT_CREATIONS = frozenset({"artifact.created", "claim.asserted"})
 # to the next write (see ``Follower.writing``).
 WRITING_S = 0.1
 GUESS_BACKOFF_MAX = 64
+# At most this many of other hosts' events are read in a lone put's append round trip (under the
+# lock, ahead of the append); a longer backlog is read after the commit, page by page.
+LOCKED_READ_MAX = 16
 
 
 # ---------------------------------------------------------------------- the store the engine uses
@@ -416,12 +419,15 @@ class SharedLog:
             # The head is known: one round trip, which for a lone creation commits too (it has
             # nothing else to write to the shared log), so the lock covers the append alone
             # (lock, rows, commit) and not this host storing and projecting its own event and
-            # other hosts' new ones; the first page of those is read in that round trip, after
-            # the commit. A failure after the commit leaves the event durable (a retry with the
-            # same key finds it), as a failed local commit always could.
+            # other hosts' new ones; a few of those are read in that round trip (ahead of the
+            # append, a read of committed rows), a longer backlog after the commit. A failure
+            # after the commit leaves the event durable (a retry with the same key finds it), as
+            # a failed local commit always could.
             if lone:
+                window = 0 if behind_from is None else head.commit_seq - behind_from.commit_seq
                 recorded, page = self.pg.append_and_commit(
-                    events, head, then_read=None if behind_from is None else (behind_from.commit_seq, CATCH_UP_PAGE))
+                    events, head, read_first=(behind_from.commit_seq, window)
+                    if behind_from is not None and window <= LOCKED_READ_MAX else None)
             else:
                 recorded = self.pg.append(events, head=head)
         except (IdempotencyConflict, StreamVersionConflict) as exc:
