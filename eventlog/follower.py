@@ -29,16 +29,18 @@ from memoree.eventlog.postgres import (
     DriverError,
     PostgresContentStore,
     PostgresEventStore,
-    SharedCounters,
+    SharedPage,
     connect_pg,
 )
 from memoree.eventlog.replica import (
     CATCH_UP_PAGE,
     REPLICA_SYNCHRONOUS,
+    PageSink,
     behind,
     catch_up,
     prefetching_sink,
     replica_head,
+    take_page,
 )
 from memoree.eventlog.store import EventSink
 from memoree.log import logger
@@ -47,6 +49,7 @@ __all__ = ["Follower", "gather_window_s"]
 
 MAX_BACKOFF_S = 5.0
 GATHER_MS = 5.0
+WRITING_NAP_S = 0.02
 
 
 def gather_window_s() -> float:
@@ -94,7 +97,7 @@ class Follower(threading.Thread):
         self._listen: Any = None
         self._store: PostgresEventStore | None = None
         self._local: Any = None
-        self._apply: EventSink | None = None
+        self._apply: PageSink | None = None
 
     def stop(self, timeout: float = 5.0) -> None:
         """Ask the cycle to end and wait for it (it closes its own connections)."""
@@ -132,26 +135,34 @@ class Follower(threading.Thread):
     def _catch_up(self) -> None:
         """Apply pages until this host holds the shared head, one local transaction per page.
 
-        The local write lock is taken only when the shared log counts something this host lacks
-        (often the engine's own append got there first), so an idle check never blocks a writer.
+        Each page is read in one round trip (with the head's counters, its blobs and purges)
+        before the local write lock is taken, and the lock only when the page holds something
+        this host lacks (often the engine's own append got there first), so an idle check never
+        blocks a writer.
         """
         assert self._store is not None
         while not self._stopping.is_set():
-            shared = self._store.counters()
+            after = replica_head(self._local).commit_seq
+            page = self._store.read_page(after, CATCH_UP_PAGE)
             # Caught up to that reading when a page was not full: anything appended since rang
             # the doorbell (LISTEN came first), so the next round starts from there.
-            if not behind(self._local, shared) or self._apply_page(shared) < CATCH_UP_PAGE:
+            if not behind(self._local, page.counters) or self._apply_page(after, page) < CATCH_UP_PAGE:
                 return
 
-    def _apply_page(self, shared: SharedCounters) -> int:
-        """One page (toward ``shared``, read before the local lock) in one local transaction."""
+    def _apply_page(self, after: int, page: SharedPage) -> int:
+        """One page (read after ``after``, before the local lock) in one local transaction;
+        return how many events it applied."""
         with self.local_lock:
             self._local.execute("BEGIN IMMEDIATE")
             try:
-                # The engine's own write may have taken this host past that reading meanwhile.
-                toward = shared if replica_head(self._local).commit_seq <= shared.seq else None
-                copied = catch_up(self._store, self._local, self._apply,
-                                  max_events=CATCH_UP_PAGE, shared=toward)
+                head = replica_head(self._local)
+                if head.commit_seq == after:
+                    take_page(self._store, self._local, head, page, self._apply)
+                    copied = len(page.rows)
+                else:  # the engine's own write took this host into or past the page meanwhile
+                    toward = page.counters if head.commit_seq <= page.counters.seq else None
+                    copied = catch_up(self._store, self._local, self._apply, max_events=CATCH_UP_PAGE,
+                                      shared=toward)
             except BaseException:
                 if self._local.in_transaction:
                     self._local.execute("ROLLBACK")
@@ -164,28 +175,36 @@ class Follower(threading.Thread):
     def _wait_for_doorbell(self) -> None:
         """Block until another session's notification (one already queued returns at once) or
         the poll interval. The engine's own appends are in this host's replica already, so their
-        doorbells wake nobody; the rings queued meanwhile are drained, so many cost one round."""
+        doorbells wake nobody; the rings queued meanwhile are drained, so many cost one round.
+        While the engine writes steadily, its writes take other hosts' events in: the follower
+        then naps (``WRITING_NAP_S``) instead of waking at every ring, and answers once the
+        writing stops."""
         deadline = time.monotonic() + self.poll_s
         while (remaining := deadline - time.monotonic()) > 0:
             rung = [n.pid for n in self._listen.notifies(timeout=remaining, stop_after=1)]
             if not rung:
                 return
-            rung += [n.pid for n in self._listen.notifies(timeout=0)]
-            own = self.own_sessions()
-            if any(pid not in own for pid in rung):
-                if self.writing():
-                    continue  # the engine's next write takes these events in, in one batch
-                self.woken += 1
-                self._gather()
-                return
+            rung += self._drain()
+            if all(pid in self.own_sessions() for pid in rung):
+                continue
+            while self.writing():
+                if time.monotonic() >= deadline or self._stopping.wait(WRITING_NAP_S):
+                    return  # the poll interval is over: catch up as after any poll
+                self._drain()
+            self.woken += 1
+            self._gather()
+            return
+
+    def _drain(self) -> list[int]:
+        """The sessions of the notifications queued now, which are consumed."""
+        return [n.pid for n in self._listen.notifies(timeout=0)]
 
     def _gather(self) -> None:
         """Let appends that follow close behind the one that rang join this round's page (one
         local transaction, its text indexed and embedded once), and drain their rings."""
         if self.gather_s > 0:
             self._stopping.wait(self.gather_s)
-            for _ in self._listen.notifies(timeout=0):
-                pass
+            self._drain()
 
     def _disconnect(self) -> None:
         for resource in (self._listen, self._store, self._local):

@@ -55,11 +55,13 @@ from .store import (
 
 __all__ = [
     "DriverError",
+    "HeadMoved",
     "NOTIFY_CHANNEL",
     "PG_SCHEMA",
     "PostgresContentStore",
     "PostgresEventStore",
     "SharedCounters",
+    "SharedPage",
     "connect_pg",
     "redact_url",
     "translate_pg_error",
@@ -79,6 +81,30 @@ _INSERT_EVENT = (
 _CHECKPOINT_COLUMNS = "checkpoint_seq, tree_size, root, key_epoch, signed_at, note, signature"
 
 
+
+def _append_on_guess_sql(events: int, blobs: int) -> str:
+    """A whole lone write in one statement (``PostgresEventStore.append_on_guess``): its blobs,
+    the head's move guarded by the guessed counters (a wrong guess sets seq to -1, whose CHECK
+    fails the statement: nothing is written), its rows and the doorbell. Rows are VALUES lists
+    (scalar parameters: psycopg dumps arrays slowly)."""
+    blob_rows = ", ".join(["(%s, %s::bigint, %s::bytea)"] * blobs)
+    writes_blobs = (f"blob AS (INSERT INTO blobs (hash, size, data) VALUES {blob_rows} "
+                    "ON CONFLICT (hash) DO NOTHING), ") if blobs else ""
+    event_rows = ", ".join(["(%s::bigint, %s, %s, %s, %s::bigint, %s, %s, %s, %s::bytea, %s::bytea, %s::bytea)"] * events)
+    return (
+        f"WITH {writes_blobs}"
+        "head AS (UPDATE log_head SET seq = CASE WHEN seq = %s AND hash = %s AND noops = %s "
+        "AND checkpoints = %s THEN %s ELSE -1 END, hash = %s WHERE singleton RETURNING seq), "
+        f"bell AS (SELECT pg_notify('{NOTIFY_CHANNEL}', '') FROM head) "
+        "INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
+        "idempotency_key, request_digest, data, prev_hash, hash) "
+        f"SELECT r.* FROM (VALUES {event_rows}) AS r, head, bell"
+    )
+
+
+_APPEND_ON_GUESS: dict[tuple[int, int], str] = {}
+
+
 class SharedCounters(NamedTuple):
     """What the head row counts: events (the head position), no-op records, checkpoints; and the
     hash of the event at the head (the genesis hash for an empty log)."""
@@ -95,6 +121,58 @@ _HEAD_COLUMNS = "seq, noops, checkpoints, hash"
 def _counters(row: Sequence[Any]) -> SharedCounters:
     seq, noops, checkpoints, digest = row
     return SharedCounters(seq, noops, checkpoints, bytes(digest) if seq else GENESIS_HASH)
+
+
+class HeadMoved(Exception):
+    """An append on a guessed head found another one (``append_on_guess``): nothing was written."""
+
+
+class SharedPage(NamedTuple):
+    """A page of the shared log read in one statement (one snapshot): the head's counters, the
+    rows after a position, and what projecting them reads back from the shared log: the blobs of
+    its revisions (by hash) and, for each revision's stream, the stored bytes of its purge events."""
+
+    counters: SharedCounters
+    rows: list[RawEvent]
+    blobs: dict[str, bytes]
+    purges: dict[str, list[bytes]]
+
+
+_REVISION_TYPES = frozenset({"artifact.created", "artifact.revised"})
+_IS_REVISION = "e.type IN ('artifact.created', 'artifact.revised')"
+# A revision's blob hash, cut from its stored bytes without decoding them (any server encoding):
+# keys are sorted, so the first '"blob_hash":"' is the payload's own (a string value cannot hold
+# an unescaped quote, and ``provenance``, which may, sorts after it). A wrong cut only misses the
+# blob, which is then read by itself.
+_BLOB_HASH_OF_E = "encode(substring(e.data FROM position('\"blob_hash\":\"'::bytea IN e.data) + 13 FOR 64), 'escape')"
+_READ_PAGE = (  # each revision's blob and purges are index lookups, whatever the store's size
+    f"SELECT h.seq, h.noops, h.checkpoints, h.hash, "
+    f"e.commit_seq, e.type, e.data, e.prev_hash, e.hash, e.stream_id, r.blob_hash, "
+    f"(SELECT b.data FROM blobs b WHERE b.hash = r.blob_hash), "
+    f"(SELECT array_agg(x.data ORDER BY x.commit_seq) FROM events x "
+    f"WHERE r.blob_hash IS NOT NULL AND x.type = 'artifact.purged' AND x.stream_id = e.stream_id) "
+    f"FROM log_head h LEFT JOIN LATERAL ("
+    f"SELECT commit_seq, type, data, prev_hash, hash, stream_id FROM events "
+    f"WHERE commit_seq > %s AND commit_seq <= least(h.seq, %s) ORDER BY commit_seq LIMIT %s) e ON true "
+    f"LEFT JOIN LATERAL (SELECT {_BLOB_HASH_OF_E} AS blob_hash WHERE {_IS_REVISION}) r ON true "
+    f"WHERE h.singleton ORDER BY e.commit_seq"
+)
+_NO_BOUND = 2 ** 62
+
+
+def _page_from(rows: Sequence[Sequence[Any]]) -> SharedPage:
+    counters = _counters(rows[0][:4])
+    page = SharedPage(counters, [], {}, {})
+    for row in rows:
+        seq, type_, data, prev, digest, stream_id, blob_hash, blob, purges = row[4:]
+        if seq is None:  # the head's row alone: nothing after the position
+            continue
+        page.rows.append(RawEvent(seq, type_, bytes(data), bytes(prev), bytes(digest)))
+        if blob is not None:
+            page.blobs[blob_hash] = bytes(blob)
+        if type_ in _REVISION_TYPES:
+            page.purges[stream_id] = [bytes(p) for p in purges or ()]
+    return page
 
 
 def redact_url(url: str) -> str:
@@ -374,9 +452,76 @@ class PostgresEventStore:
         writes nothing instead of forking the chain. With ``commit`` (and ``head``) the doorbell
         and the commit travel in that pipeline too: the transaction ends with the append.
         """
-        self._require_transaction("append")
+        return self._append(events, head, commit and head is not None, None)[0]
+
+    def append_and_commit(self, events: Sequence[NewEvent], head: LogHead, *,
+                          read_first: tuple[int, int] | None = None,
+                          ) -> tuple[list[RecordedEvent], SharedPage | None]:
+        """``append(events, head=head, commit=True)``; with ``read_first`` (``after``, ``limit``)
+        also the page of the log after ``after`` up to ``head`` (what other hosts appended before
+        these events, all committed: this transaction holds the lock), read in the same round
+        trip, ahead of the append. Keep ``limit`` small: the read runs under the lock."""
+        return self._append(events, head, True, read_first)
+
+    def append_on_guess(self, events: Sequence[NewEvent], guess: SharedCounters) -> list[RecordedEvent]:
+        """Append after a head this connection has not locked, and commit, in one round trip.
+
+        ``guess`` is what the caller believes the head row holds (position, hash, no-op and
+        checkpoint counts: its replica's). The head's move takes the append lock and is guarded
+        by all four, so when another host appended, recorded a no-op or sealed since, nothing is
+        written: the transaction is rolled back, left open as it was (its queued statements
+        kept for the next attempt), and ``HeadMoved`` raised.
+        """
+        self._require_transaction("append_on_guess")
+        queued = list(self._pending)
+        try:
+            if queued[:1] == [("BEGIN", None)] and all(sql == _INSERT_BLOB for sql, _ in queued[1:]):
+                return self._append_in_one_statement(events, guess, [row for _, row in queued[1:]])
+            return self._append(events, LogHead(guess.seq, guess.hash), True, None, guard=guess)[0]
+        except HeadMoved:
+            self._pending, self._depth = queued, 1
+            raise
+
+    def _append_in_one_statement(self, events: Sequence[NewEvent], guess: SharedCounters,
+                                 blobs: list[Sequence[Any]]) -> list[RecordedEvent]:
+        """The transaction so far is only blob rows, not sent yet: the blobs, the head's guarded
+        move, the rows and the doorbell are one statement, which commits on its own (the
+        connection is in autocommit; nothing was begun on the server)."""
         if not events:
             return []
+        recorded: list[RecordedEvent] = []
+        seq, prev = guess.seq, guess.hash
+        for event in events:
+            seq += 1
+            recorded.append(_record(event, seq, prev))
+            prev = recorded[-1].hash
+        params: list[Any] = [value for row in blobs for value in row]
+        params += [guess.seq, guess.hash, guess.noops, guess.checkpoints, recorded[-1].commit_seq,
+                   recorded[-1].hash]
+        for r in recorded:
+            params += [r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
+                       r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash]
+        shape = (len(recorded), len(blobs))
+        sql = _APPEND_ON_GUESS.get(shape) or _APPEND_ON_GUESS.setdefault(shape, _append_on_guess_sql(*shape))
+        self._pending = []
+        try:
+            self.conn.execute(sql, params)
+        except pg_errors.CheckViolation as exc:
+            raise HeadMoved("the shared head moved since the guess; nothing was written") from exc
+        except pg_errors.UniqueViolation as exc:
+            raise _append_conflict(exc, _conflicting(exc, events)) from exc
+        except psycopg.Error as exc:
+            raise self._commit_failure(exc) from exc
+        finally:
+            self._depth, self._appended = 0, False
+        return recorded
+
+    def _append(self, events: Sequence[NewEvent], head: LogHead | None, commit: bool,
+                read_first: tuple[int, int] | None, *, guard: SharedCounters | None = None,
+                ) -> tuple[list[RecordedEvent], SharedPage | None]:
+        self._require_transaction("append")
+        if not events:
+            return [], None
         seq, prev = self._advance_head(len(events)) if head is None else (head.commit_seq, head.hash)
         recorded: list[RecordedEvent] = []
         for event in events:
@@ -384,8 +529,9 @@ class PostgresEventStore:
             recorded.append(_record(event, seq, prev))
             prev = recorded[-1].hash
         self._appended = True
-        self._insert(recorded, events, moved_from=head, commit=commit and head is not None)
-        return recorded
+        read = None if read_first is None or head is None else (read_first[0], head.commit_seq, read_first[1])
+        page = self._insert(recorded, events, moved_from=head, commit=commit, read_first=read, guard=guard)
+        return recorded, page
 
     def append_recorded(self, events: Sequence[RecordedEvent]) -> None:
         """Store already-recorded events verbatim at their own positions (migration by replay).
@@ -414,28 +560,53 @@ class PostgresEventStore:
         return last - count, bytes(digest)
 
     def _insert(self, records: Sequence[RecordedEvent], events: Sequence[Any], *,
-                moved_from: LogHead | None = None, commit: bool = False) -> None:
+                moved_from: LogHead | None = None, commit: bool = False,
+                read_first: tuple[int, int, int] | None = None,
+                guard: SharedCounters | None = None) -> SharedPage | None:
         """Insert the rows and move the head's hash to the last one, in one round trip; with
-        ``moved_from`` the head's position moves too, from exactly that head or not at all; with
-        ``commit`` the transaction commits in the same round trip."""
+        ``moved_from`` the head's position moves too, from exactly that head or not at all (with
+        ``guard``, a head not locked before: from exactly those no-op and checkpoint counts too,
+        else ``HeadMoved``); with ``commit`` the transaction commits in the same round trip, and
+        ``read_first`` (after, through, limit) reads a page ahead of the rest, still in that round
+        trip."""
         rows = [(r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
                  r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash) for r in records]
+        page = None
         try:
             with self.conn.pipeline():
-                for sql, params in self._take_pending():
+                pending = self._take_pending()
+                if read_first is not None:  # prepared only when nothing before it can fail
+                    page = self.conn.execute(_READ_PAGE, read_first, prepare=False if pending else None)
+                for sql, params in pending:
                     self.conn.execute(sql, params)
                 if moved_from is None:
                     self.conn.execute("UPDATE log_head SET hash = %s WHERE singleton", (records[-1].hash,))
-                else:  # another head sets seq to -1: the CHECK fails before any row goes in
+                elif guard is None:  # another head sets seq to -1: the CHECK fails before any row goes in
                     self.conn.execute(
                         "UPDATE log_head SET seq = CASE WHEN seq = %s AND hash = %s THEN %s ELSE -1 END, "
                         "hash = %s WHERE singleton",
                         (moved_from.commit_seq, moved_from.hash, records[-1].commit_seq, records[-1].hash))
-                self.conn.cursor().executemany(_INSERT_EVENT, rows)
+                else:
+                    self.conn.execute(
+                        "UPDATE log_head SET seq = CASE WHEN seq = %s AND hash = %s AND noops = %s "
+                        "AND checkpoints = %s THEN %s ELSE -1 END, hash = %s WHERE singleton",
+                        (guard.seq, guard.hash, guard.noops, guard.checkpoints, records[-1].commit_seq,
+                         records[-1].hash))
+                # No statement after one that may fail (the guard, a unique key) is prepared: the
+                # server skips the Parse messages of a failed pipeline, which psycopg would still
+                # count as prepared ("prepared statement ... does not exist" later).
+                if guard is None:
+                    self.conn.cursor().executemany(_INSERT_EVENT, rows)
+                else:
+                    for row in rows:
+                        self.conn.execute(_INSERT_EVENT, row, prepare=False)
                 if commit:  # a failed statement above makes the server skip these
                     for sql, params in self._commit_statements():
-                        self.conn.execute(sql, params)
+                        self.conn.execute(sql, params, prepare=False)
         except pg_errors.CheckViolation as exc:
+            if guard is not None:
+                _rollback_quietly(self.conn)
+                raise HeadMoved("the shared head moved since the guess; nothing was written") from exc
             raise IntegrityError("the shared log's head is not the one this host appended after",
                                  details={"commit_seq": moved_from.commit_seq if moved_from else None}) from exc
         except pg_errors.UniqueViolation as exc:
@@ -445,6 +616,7 @@ class PostgresEventStore:
         finally:
             if commit:  # committed, or to be rolled back by the caller (``rollback`` still works)
                 self._depth, self._appended = 0, False
+        return None if page is None else _page_from(page.fetchall())
 
     # ------------------------------------------------------------------ reads
 
@@ -456,6 +628,12 @@ class PostgresEventStore:
         """Yield events after position ``after`` in order, decoded from their stored bytes."""
         for raw in self.read_raw(after, limit):
             yield recorded_from_raw(raw)
+
+    def read_page(self, after: int, limit: int, *, through: int | None = None) -> SharedPage:
+        """Up to ``limit`` events after ``after`` (none past ``through``), with the head's counters
+        and the blobs and purges projecting them reads, in one round trip."""
+        return _page_from(self._execute(_READ_PAGE, (after, _NO_BOUND if through is None else through,
+                                                      limit)).fetchall())
 
     def read_raw(self, after: int = 0, limit: int | None = None) -> Iterator[RawEvent]:
         return paged_raw_events(lambda start, take: self._execute(
@@ -612,7 +790,6 @@ def translate_pg_error(exc: Exception, *, url: str | None = None) -> MemoreeErro
     return InternalError(f"shared log error: {text}")
 
 
-_REVISION_TYPES = frozenset({"artifact.created", "artifact.revised"})
 _INSERT_BLOB = "INSERT INTO blobs (hash, size, data) VALUES (%s, %s, %s) ON CONFLICT (hash) DO NOTHING"
 
 
@@ -656,26 +833,37 @@ class PostgresContentStore(ContentStore):
         return digest
 
     @contextmanager
-    def prefetched(self, events: Sequence[RecordedEvent]) -> Iterator[None]:
+    def prefetched(self, events: Sequence[RecordedEvent], page: SharedPage | None = None) -> Iterator[None]:
         """While a page of events is applied: their revisions' blobs and the purges of their
-        artifacts, read in two queries for the page instead of two per revision."""
-        revisions = [e.payload for e in events if e.type in _REVISION_TYPES]
-        if len(revisions) < 2:
+        artifacts, as ``page`` read them with the events, else in one round trip for the page (two
+        revisions or more) instead of two per revision."""
+        revisions = [e for e in events if e.type in _REVISION_TYPES]
+        if page is not None:
+            # A purge names its artifact as its stream: the page's purges are by stream.
+            artifacts = {e.payload.artifact_id for e in revisions
+                         if e.payload.artifact_id == e.stream_id and e.stream_id in page.purges}
+            self._page = _PageOfRevisions(page.blobs, artifacts, page.purges)
+        elif len(revisions) < 2:
             yield
             return
-        artifacts = {r.artifact_id for r in revisions}
-        blobs, purges = self.store.fetch_at_once([
-            ("SELECT hash, data FROM blobs WHERE hash = ANY(%s)", ([r.blob_hash for r in revisions],)),
-            ("SELECT stream_id, data FROM events WHERE type = 'artifact.purged' AND stream_id = ANY(%s)",
-             (list(artifacts),)),
-        ])
-        self._page = _PageOfRevisions({digest: bytes(data) for digest, data in blobs}, artifacts, {})
-        for stream_id, data in purges:
-            self._page.purges.setdefault(stream_id, []).append(bytes(data))
+        else:
+            self._page = self._fetch_for(revisions)
         try:
             yield
         finally:
             self._page = None
+
+    def _fetch_for(self, revisions: Sequence[RecordedEvent]) -> _PageOfRevisions:
+        artifacts = {r.payload.artifact_id for r in revisions}
+        blobs, purges = self.store.fetch_at_once([
+            ("SELECT hash, data FROM blobs WHERE hash = ANY(%s)", ([r.payload.blob_hash for r in revisions],)),
+            ("SELECT stream_id, data FROM events WHERE type = 'artifact.purged' AND stream_id = ANY(%s)",
+             (list(artifacts),)),
+        ])
+        fetched = _PageOfRevisions({digest: bytes(data) for digest, data in blobs}, artifacts, {})
+        for stream_id, data in purges:
+            fetched.purges.setdefault(stream_id, []).append(bytes(data))
+        return fetched
 
     def _read(self, digest: str, size: int) -> bytes:
         page = self._page

@@ -11,7 +11,7 @@ transaction. Both ``SharedLog`` (``memoree.eventlog.shared``) and the background
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from memoree.errors import IntegrityError
 from memoree.eventlog.checkpoints import insert_checkpoint
@@ -20,6 +20,7 @@ from memoree.eventlog.postgres import (
     PostgresContentStore,
     PostgresEventStore,
     SharedCounters,
+    SharedPage,
     recorded_from_raw,
     redact_url,
 )
@@ -33,6 +34,9 @@ __all__ = [
     "behind",
     "catch_up",
     "INSERT_NOOP",
+    "PageSink",
+    "apply_page",
+    "take_page",
     "copy_side_records",
     "local_counts",
     "has_projections",
@@ -67,11 +71,18 @@ def store_replica(conn: Any, events: Sequence[RecordedEvent]) -> None:
     ])
 
 
-def prefetching_sink(cas: PostgresContentStore, sink: EventSink) -> EventSink:
-    """``sink`` with each page's blobs and purges read from the shared log in one go first."""
+class PageSink(Protocol):
+    """An ``EventSink`` that can be handed what a page read brought along (``SharedPage``)."""
 
-    def apply(conn: Any, events: Sequence[RecordedEvent]) -> None:
-        with cas.prefetched(events):
+    def __call__(self, conn: Any, events: Sequence[RecordedEvent], page: SharedPage | None = None) -> None: ...
+
+
+def prefetching_sink(cas: PostgresContentStore, sink: EventSink) -> PageSink:
+    """``sink`` with each page's blobs and purges at hand: those its page read brought, else read
+    from the shared log in one go first."""
+
+    def apply(conn: Any, events: Sequence[RecordedEvent], page: SharedPage | None = None) -> None:
+        with cas.prefetched(events, page):
             sink(conn, events)
 
     return apply
@@ -108,34 +119,67 @@ def verified_page(head: LogHead, rows: list[RawEvent], shared_seq: int) -> list[
     return [recorded_from_raw(row) for row in rows]
 
 
-def catch_up(pg: PostgresEventStore, conn: Any, apply: EventSink | None, *,
+def catch_up(pg: PostgresEventStore, conn: Any, apply: PageSink | None, *,
              max_events: int | None = None, shared: SharedCounters | None = None) -> int:
     """Copy and apply what the shared log holds beyond this host's replica; return the count.
 
     The caller holds a local write transaction. ``shared`` are the counters read under the
-    append lock (read here when not given). ``apply`` advances this host's projections in the
-    same transaction; None copies the replica only (while an engine opens, before its projection
-    tables exist). The shared head naming a position that
-    the log does not hold, or a replica ahead of it, is an integrity error, never lag.
+    append lock (else the first page's, read with it). ``apply`` advances this host's projections
+    in the same transaction; None copies the replica only (while an engine opens, before its
+    projection tables exist). The shared head naming a position that the log does not hold, or a
+    replica ahead of it, is an integrity error, never lag.
     """
-    shared = shared or pg.counters()
     head, copied = replica_head(conn), 0
+    while max_events is None or copied < max_events:
+        want = CATCH_UP_PAGE if shared is None else min(CATCH_UP_PAGE, shared.seq - head.commit_seq)
+        if want <= 0:
+            break
+        page = pg.read_page(head.commit_seq, want, through=None if shared is None else shared.seq)
+        shared = shared or page.counters
+        if not page.rows:
+            break
+        head = apply_page(conn, head, page, apply, shared.seq)
+        copied += len(page.rows)
+    if shared is None:
+        shared = pg.counters()
+    _refuse_replica_ahead(head, shared)
+    if head.commit_seq == shared.seq:
+        copy_side_records(pg, conn, shared)
+    elif max_events is None or copied < max_events:  # the page ended before the head: a gap
+        verified_page(head, [], shared.seq)
+    return copied
+
+
+def apply_page(conn: Any, head: LogHead, page: SharedPage, apply: PageSink | None,
+               shared_seq: int) -> LogHead:
+    """Store and project the page's rows, which must continue ``head``; return the new head."""
+    events = verified_page(head, page.rows, shared_seq)
+    store_replica(conn, events)
+    if apply is not None:
+        apply(conn, events, page)
+    return LogHead(events[-1].commit_seq, events[-1].hash)
+
+
+def take_page(pg: PostgresEventStore, conn: Any, head: LogHead, page: SharedPage,
+              apply: PageSink | None) -> LogHead:
+    """Apply a page read after ``head`` (this host's replica head) and, once at the page's head,
+    copy the side records it counts; return the new head. The caller holds a local write
+    transaction."""
+    shared = page.counters
+    _refuse_replica_ahead(head, shared)
+    if head.commit_seq < shared.seq:  # an empty page then is a gap: apply_page refuses it
+        head = apply_page(conn, head, page, apply, shared.seq)
+    if head.commit_seq == shared.seq:
+        copy_side_records(pg, conn, shared)
+    return head
+
+
+def _refuse_replica_ahead(head: LogHead, shared: SharedCounters) -> None:
     if head.commit_seq > shared.seq:
         raise IntegrityError(
             f"this host's replica is at commit_seq {head.commit_seq}, beyond the shared log's "
             f"head {shared.seq}", details={"commit_seq": head.commit_seq},
             hint="The shared log lost events (restored from an older backup?); run `memoree verify`.")
-    while head.commit_seq < shared.seq and (max_events is None or copied < max_events):
-        want = min(CATCH_UP_PAGE, shared.seq - head.commit_seq)
-        rows = list(pg.read_raw(after=head.commit_seq, limit=want))
-        events = verified_page(head, rows, shared.seq)
-        store_replica(conn, events)
-        if apply is not None:
-            apply(conn, events)
-        head, copied = LogHead(events[-1].commit_seq, events[-1].hash), copied + len(events)
-    if head.commit_seq == shared.seq:
-        copy_side_records(pg, conn, shared)
-    return copied
 
 
 def behind(conn: Any, shared: SharedCounters) -> bool:

@@ -210,6 +210,81 @@ class TestPostgresSpecifics:
         assert first_chain_break(store.read_raw()) is None
         store.close()
 
+    def test_an_append_on_a_guessed_head_commits_or_writes_nothing(self, pg_url: str) -> None:
+        """An append on a guessed head (position, hash, no-op and checkpoint counts) takes the
+        lock, appends and commits in one go when the guess is right; any wrong part writes
+        nothing (neither the event nor the blob queued before it) and leaves the transaction open
+        for a locked attempt."""
+        from memoree.eventlog.postgres import HeadMoved, SharedCounters
+
+        store = PostgresEventStore(pg_url)
+        cas, reader = PostgresContentStore(store), PostgresContentStore(PostgresEventStore(pg_url))
+        first = append_one(store, new_event("g", 1, 0))
+        right = SharedCounters(first.commit_seq, 0, 0, first.hash)
+        for wrong in (right._replace(seq=0), right._replace(hash=bytes(32)), right._replace(noops=1),
+                      right._replace(checkpoints=1)):
+            store.begin_unlocked()
+            digest = cas.put(b"queued before the guess")
+            with pytest.raises(HeadMoved):
+                store.append_on_guess([new_event("g", 2, 1)], wrong)
+            assert store.in_transaction
+            locked = store.lock()  # the queued BEGIN and blob row go out again with the lock
+            assert (1, first.hash) == (locked.seq, locked.hash)
+            store.rollback()
+            assert not reader.contains(digest, len(b"queued before the guess"))
+        store.begin_unlocked()
+        cas.put(b"kept")
+        second = store.append_on_guess([new_event("g", 2, 1)], right)[0]
+        assert not store.in_transaction  # committed
+        assert (2, first.hash) == (second.commit_seq, second.prev_hash)
+        assert (2, second.hash) == (store.head().commit_seq, store.head().hash)
+        assert reader.contains(digest_hex(b"kept"), 4)
+        assert first_chain_break(store.read_raw()) is None
+        store.close()
+
+    def test_a_page_brings_the_head_the_rows_and_what_projecting_them_reads(self, pg_url: str) -> None:
+        """One read returns the head's counters, the rows after a position (none past
+        ``through``), the blobs of the revisions among them and the purges of their streams."""
+        from memoree.eventlog.events import ArtifactCreated, ArtifactPurged
+        from memoree.eventlog.store import NewEvent
+
+        store = PostgresEventStore(pg_url)
+        cas = PostgresContentStore(store)
+
+        def event(kind: str, stream: str, version: int, payload: Any) -> NewEvent:
+            return NewEvent(type=kind, stream_id=stream, stream_version=version, payload=payload,
+                            event_id=f"evt_{stream}_{version}", at="2026-01-01T00:00:00.000000Z",
+                            scope=None, idempotency_key=None, request_digest=None)
+
+        def created(artifact: str, data: bytes) -> NewEvent:
+            with store.transaction():
+                digest = cas.put(data)
+                # a provenance naming another blob does not stand for the artifact's own
+                provenance = {"blob_hash": "f" * 64, "note": 'quoted "blob_hash":"' + "e" * 64}
+                return store.append([event("artifact.created", artifact, 1, ArtifactCreated(
+                    artifact_id=artifact, revision_id=f"rev_{artifact}", kind="note", title="t",
+                    media_type="text/plain", blob_hash=digest, size_bytes=len(data),
+                    provenance=provenance))])[0]
+
+        empty = store.read_page(0, 10)
+        assert ([], 0) == (empty.rows, empty.counters.seq)
+        created("art_a", b"alpha bytes")
+        append_one(store, new_event("other", 1, 1))
+        created("art_b", b"beta bytes")
+        with store.transaction():
+            store.append([event("artifact.purged", "art_a", 2, ArtifactPurged(
+                artifact_id="art_a", revision_id="rev_art_a", reason="r", blob_hashes=[digest_hex(b"alpha bytes")]))])
+        page = store.read_page(0, 10, through=3)
+        assert ([1, 2, 3], 4) == ([r.commit_seq for r in page.rows], page.counters.seq)
+        assert {digest_hex(b"alpha bytes"): b"alpha bytes", digest_hex(b"beta bytes"): b"beta bytes"} == page.blobs
+        assert {"art_a", "art_b"} == set(page.purges) and [] == page.purges["art_b"]
+        assert [digest_hex(b"alpha bytes").encode()] == [
+            d[d.index(b"blob_hashes") + 15:][:64] for d in page.purges["art_a"]]
+        assert [2, 3] == [r.commit_seq for r in store.read_page(1, 2).rows]
+        tail = store.read_page(3, 10)
+        assert ([4], {}, {}) == ([r.commit_seq for r in tail.rows], tail.blobs, tail.purges)
+        store.close()
+
     def test_blobs_are_shared_and_verified(self, pg_url: str) -> None:
         """A blob put through one connection is served, verified, by another."""
         writer = PostgresContentStore(PostgresEventStore(pg_url))

@@ -19,6 +19,7 @@ from memoree.eventlog import sealing
 from memoree.errors import ConfigError, IntegrityError
 from memoree.eventlog.db import connect
 from memoree.eventlog.postgres import PostgresEventStore
+from memoree.eventlog.shared import LOCKED_READ_MAX
 from memoree.eventlog.sqlite import SqliteEventStore
 from memoree.service.logconfig import log_url
 from memoree.eventlog.migrate import migrate
@@ -222,32 +223,64 @@ class TestPutsDecideOnTheirInput:
         host.service.engine.shared.follower.stop()
         return host
 
+    @pytest.mark.parametrize("backlog", [5, LOCKED_READ_MAX + 3])
     def test_a_put_on_a_host_behind_lands_after_the_others_and_the_host_holds_them(
-            self, shared_url: str, open_host: Any) -> None:
-        """A, five events behind, puts without catching up first: its event is the sixth, and A's
-        replica and projections then hold all six, in order, and verify against a replay."""
+            self, shared_url: str, open_host: Any, backlog: int) -> None:
+        """A, some events behind, puts without catching up first: its event follows them, and A's
+        replica and projections then hold them all, in order, and verify against a replay. A
+        short backlog comes in the put's own append round trip (a read of committed rows); a
+        longer one is read once the put has committed and let go of the lock."""
         a, b = open_host("a"), open_host("b")
         self.behind(a)
-        for i in range(5):
+        for i in range(backlog):
             b.put_text(f"lantern from b number {i}", key=f"b{i}")
         assert 0 == a.service.engine.conn.execute("SELECT count(*) FROM events").fetchone()[0]
         shared = a.service.engine.shared
-        reads, read_raw = [], shared.pg.read_raw
+        reads, read_page = [], shared.pg.read_page
+        appends, append_and_commit = [], shared.pg.append_and_commit
 
         def read_noting_the_lock(*args: Any, **kwargs: Any) -> Any:
-            reads.append((bool(shared._lock_taken_at), len(shared.lock_commits)))
-            return read_raw(*args, **kwargs)
+            reads.append(bool(shared._lock_taken_at))
+            return read_page(*args, **kwargs)
 
-        shared.pg.read_raw = read_noting_the_lock
-        commits = len(shared.lock_commits)
+        def append_noting_the_read(*args: Any, **kwargs: Any) -> Any:
+            recorded, page = append_and_commit(*args, **kwargs)
+            appends.append((kwargs.get("read_first"), [] if page is None else [r.commit_seq for r in page.rows]))
+            return recorded, page
+
+        shared.pg.read_page, shared.pg.append_and_commit = read_noting_the_lock, append_noting_the_read
         mine = a.ok("artifact.put", {"kind": "note", "title": "a", "content": {"type": "text", "data": "lantern from a"}},
                     key="a0")
-        assert 6 == mine["commit_seq"]
-        assert reads and {(False, commits + 1)} == set(reads)  # read once the put committed and let go of the lock
+        assert backlog + 1 == mine["commit_seq"]
+        if backlog <= LOCKED_READ_MAX:
+            assert [((0, backlog), list(range(1, backlog + 1)))] == appends and [] == reads
+        else:
+            assert [(None, [])] == appends and [False] == reads
         seqs = [r[0] for r in a.service.engine.conn.execute("SELECT commit_seq FROM events ORDER BY commit_seq")]
-        assert [1, 2, 3, 4, 5, 6] == seqs
-        assert 6 == len(a.ok("search", {"query": "lantern"})["result"]["hits"])
+        assert list(range(1, backlog + 2)) == seqs
+        assert backlog + 1 == len(a.ok("search", {"query": "lantern", "limit": 50})["result"]["hits"])
         assert a.ok("verify", {})["result"]["ok"]
+
+    def test_a_put_guesses_the_head_while_nobody_else_writes_and_backs_off_after_a_miss(
+            self, shared_url: str, open_host: Any) -> None:
+        """A current host's put appends on its replica's head in one go; after B wrote, A's guess
+        misses, writes nothing, and the put lands locked after B's event; the next put locks first,
+        the one after guesses again; the log stays dense and every host verifies."""
+        a, b = open_host("a"), open_host("b")
+        self.behind(a)
+        shared = a.service.engine.shared
+        assert 1 == a.put_text("first from a", key="a1")["commit_seq"]
+        assert [1, 0] == shared.guesses
+        b.put_text("from b", key="b1")
+        assert 3 == a.put_text("second from a", key="a2")["commit_seq"]
+        assert ([2, 1], 1) == (shared.guesses, shared._guess_skip)
+        assert 4 == a.put_text("third from a", key="a3")["commit_seq"]  # locked: the back-off
+        assert 5 == a.put_text("fourth from a", key="a4")["commit_seq"]
+        assert [3, 1] == shared.guesses
+        seqs = [r[0] for r in a.service.engine.conn.execute("SELECT commit_seq FROM events ORDER BY commit_seq")]
+        assert [1, 2, 3, 4, 5] == seqs
+        assert 5 == len(a.ok("search", {"query": "from"})["result"]["hits"])
+        assert a.ok("verify", {})["result"]["ok"] and b.ok("verify", {})["result"]["ok"]
 
     def test_a_retry_landing_on_a_host_that_has_not_seen_the_original_replays_it(
             self, shared_url: str, open_host: Any) -> None:
@@ -282,22 +315,25 @@ class TestPutsDecideOnTheirInput:
                      key="noop-key")
         assert "IDEMPOTENCY_CONFLICT" == conflict["error"]["code"], conflict
 
+    @pytest.mark.parametrize("path", ["append_on_guess", "append_and_commit"])
     def test_a_put_whose_shared_commit_fails_leaves_nothing_behind_on_the_host(
-            self, shared_url: str, open_host: Any) -> None:
-        """The append that commits a lone put fails: the put answers a retryable error, the host's
-        replica and search hold nothing of it, and the retry commits."""
+            self, shared_url: str, open_host: Any, path: str) -> None:
+        """The append that commits a lone put fails (on a guessed head, or on the locked one): the
+        put answers a retryable error, the host's replica and search hold nothing of it, and the
+        retry commits."""
         from memoree.errors import InternalError
 
         a = open_host("a")
         a.put_text("before", key="p0")
         shared = a.service.engine.shared
-        append = shared.pg.append
+        shared._guess_skip = 0 if path == "append_on_guess" else 1
+        append = getattr(shared.pg, path)
 
         def lose_the_connection(*args: Any, **kwargs: Any) -> None:
-            shared.pg.append = append
+            setattr(shared.pg, path, append)
             raise InternalError("the shared log is unreachable", retryable=True)
 
-        shared.pg.append = lose_the_connection
+        setattr(shared.pg, path, lose_the_connection)
         payload = {"kind": "note", "title": "t", "content": {"type": "text", "data": "quarry notebook"}}
         failed = a("artifact.put", payload, key="p1")
         assert "INTERNAL_ERROR" == failed["error"]["code"] and failed["error"]["retryable"], failed
@@ -420,7 +456,7 @@ class TestBatchedCatchUp:
 
     def test_the_follower_takes_a_stale_head_reading_in_its_stride(
             self, shared_url: str, open_host: Any) -> None:
-        """Counters the follower read before the host's own write moved it further are no error."""
+        """A page the follower read before the host's own write moved it further is no error."""
         from memoree.eventlog.postgres import SharedCounters
 
         a = open_host("a")
@@ -430,7 +466,8 @@ class TestBatchedCatchUp:
         follower.stop()
         follower._connect()
         try:
-            assert 0 == follower._apply_page(SharedCounters(1, 0, 0))
+            stale = follower._store.read_page(0, 1, through=1)._replace(counters=SharedCounters(1, 0, 0))
+            assert 0 == follower._apply_page(0, stale)
         finally:
             follower._disconnect()
 

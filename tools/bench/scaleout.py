@@ -11,7 +11,8 @@ up, then start together. Measured in the same run, on the same machine:
   Catch-up lag is the time from a writer's acknowledgement to that ``commit_seq`` being in the
   follower host's local projections. Each writer also reports how long each of its write
   transactions held the shared append lock (printed as p50 / p99), and how much of that was
-  PostgreSQL's commit (the lock is released only when the commit's WAL flush returns).
+  PostgreSQL's commit (the lock is released only when the commit's WAL flush returns), and what
+  share of its puts appended on a guessed head in one statement (and guessed wrong).
 - **SQLite** (baseline): every writer opens the same data dir, serialized by ``BEGIN
   IMMEDIATE``; embedded mode has no second host, so the "follower" is a reader of the same file,
   and its lag is plain visibility.
@@ -80,8 +81,9 @@ def writer(data_dir: str, url: str | None, worker: int, count: int, go: Any, res
     shared = service.engine.shared
     holds = [seconds * 1000 for seconds in shared.lock_holds] if shared is not None else []
     commits = [seconds * 1000 for seconds in shared.lock_commits] if shared is not None else []
+    guesses = list(shared.guesses) if shared is not None else [0, 0]
     results.put({"acks": acks, "finished": time.time(), "lock_ms": holds, "commit_ms": commits,
-                 "cpu_s": time.process_time() - cpu_started})
+                 "cpu_s": time.process_time() - cpu_started, "guesses": guesses})
     service.close()
 
 
@@ -233,6 +235,8 @@ def _summarize(reports: list[dict[str, Any]], watched: dict[str, Any], started: 
             "p95": percentile(lags, 95), "p99": percentile(lags, 99), "missed": len(acks) - len(lags),
             "lock_p50": percentile(holds, 50), "lock_p99": percentile(holds, 99),
             "commit_p50": percentile(commits, 50),
+            "guessed": sum(r.get("guesses", [0, 0])[0] for r in reports) / puts,
+            "missed_guesses": sum(r.get("guesses", [0, 0])[1] for r in reports) / puts,
             "writer_cpu_ms": sum(r["cpu_s"] for r in reports) * 1000 / puts,
             "observer_cpu_ms": watched["cpu_s"] * 1000 / puts,
             "machine_cpu_ms": busy_s * 1000 / puts, "server_cpu_ms": server_s * 1000 / puts, "cores": busy_s / max(finished - started, 1e-9)}
@@ -285,7 +289,8 @@ def rows_for(writers: int, pg: dict[str, float], lite: dict[str, float],
         rows.append(Row(f"PostgreSQL puts/s, {writers} hosts vs 1", pg["rate"], one_host["rate"], "/s", "1 host"))
     print(f"{writers} {plural}: append lock held p50 {pg['lock_p50']:.2f} ms, p99 {pg['lock_p99']:.2f} ms "
           f"per write transaction (PostgreSQL's commit under it: p50 {pg['commit_p50']:.2f} ms); "
-          f"lag p95 {pg['p95']:.2f} ms; {pg['missed']:.0f} acks unseen")
+          f"lag p95 {pg['p95']:.2f} ms; {pg['missed']:.0f} acks unseen; appended on a guessed head: "
+          f"{pg['guessed'] - pg['missed_guesses']:.0%} of puts ({pg['missed_guesses']:.0%} guessed wrong)")
     for name, case in (("PostgreSQL", pg), ("SQLite", lite)):
         server = "" if case["server_cpu_ms"] != case["server_cpu_ms"] else \
             f", PostgreSQL server {case['server_cpu_ms']:.2f} ms"
