@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -84,16 +85,26 @@ def served(tmp_path: Path) -> Iterator[Served]:
         proc.wait(30)
 
 
-@pytest.fixture
-def in_process(tmp_path: Path) -> Iterator[Daemon]:
-    """A daemon running in this process (its reader pool can be inspected)."""
-    daemon = Daemon(Service(tmp_path / "data"), Endpoint("unix", str(tmp_path / "run" / "d.sock")))
+@contextmanager
+def daemon_in_this_process(folder: Path) -> Iterator[Daemon]:
+    """A daemon serving from a thread of this process (its writer and reader pool can be
+    inspected), stopped on exit."""
+    daemon = Daemon(Service(folder / "data"), Endpoint("unix", str(folder / "run" / "d.sock")))
     daemon.start()
     thread = threading.Thread(target=daemon.serve_forever, daemon=True)
     thread.start()
-    yield daemon
-    daemon.stop()
-    thread.join(30)
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+        thread.join(30)
+
+
+@pytest.fixture
+def in_process(tmp_path: Path) -> Iterator[Daemon]:
+    """A daemon running in this process (its reader pool can be inspected)."""
+    with daemon_in_this_process(tmp_path) as daemon:
+        yield daemon
 
 
 def ready_readers(daemon: Daemon, timeout: float = 60) -> list[int]:

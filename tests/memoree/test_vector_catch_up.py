@@ -4,7 +4,6 @@ while the vectors lag, and its writer catches them up when idle and when the lag
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +14,7 @@ import pytest
 from memoree.client.transport import Endpoint, exchange
 from memoree.daemon import server
 from memoree.daemon.server import Daemon
-from memoree.service.service import Service
-from tests.memoree.test_readpool import Served, ready_readers, served  # noqa: F401 - a fixture
+from tests.memoree.test_readpool import Served, daemon_in_this_process, ready_readers, served  # noqa: F401 - a fixture
 from tests.queries.test_dense import QUESTION
 
 CTX = {"workspace_id": "wsp_test", "project_id": "prj_test"}
@@ -57,13 +55,8 @@ def held_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Daemo
     monkeypatch.setattr(server, "CATCH_UP_IDLE_S", 600.0)
     monkeypatch.setattr(server, "CATCH_UP_LAG_S", 600.0)
     monkeypatch.setattr(server, "CATCH_UP_LAG_EVENTS", 10_000)
-    daemon = Daemon(Service(tmp_path / "data"), Endpoint("unix", str(tmp_path / "run" / "d.sock")))
-    daemon.start()
-    thread = threading.Thread(target=daemon.serve_forever, daemon=True)
-    thread.start()
-    yield daemon
-    daemon.stop()
-    thread.join(30)
+    with daemon_in_this_process(tmp_path) as daemon:
+        yield daemon
 
 
 class TestReadersWhileTheVectorsLag:
@@ -99,19 +92,12 @@ class TestTheWritersCatchUp:
     def test_the_idle_writer_catches_the_vectors_up(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """With no request arriving, the writer embeds what lags, slice after slice, to lag 0."""
         monkeypatch.setattr(server, "CATCH_UP_SLICE_EVENTS", 2)
-        daemon = Daemon(Service(tmp_path / "data"), Endpoint("unix", str(tmp_path / "run" / "d.sock")))
-        daemon.start()
-        thread = threading.Thread(target=daemon.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with daemon_in_this_process(tmp_path) as daemon:
             seed(daemon)
             deadline = time.monotonic() + 30
             while lag(daemon) and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert 0 == lag(daemon) and daemon.writer.catch_ups >= 2
-        finally:
-            daemon.stop()
-            thread.join(30)
 
     def test_a_steady_stream_never_outgrows_the_lag_bound(self, held_back: Daemon,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
