@@ -169,9 +169,6 @@ def reset(conn: Any, projector: Projector) -> None:
     )
 
 
-# Projectors (by id) inside a ``deferred_mode`` now: an inner one (a page of other hosts' events
-# applied inside a group) joins the outer deferral, which covers every row past its own mark.
-_deferring: set[int] = set()
 # Connections (by id) whose checkpoints an outer ``deferred_mode`` advances at its end: the
 # projector names it covers and the log position they were at when it began.
 _deferred_checkpoints: dict[int, _DeferredCheckpoints] = {}
@@ -188,10 +185,8 @@ def deferred_mode(conn: Any, projectors: Sequence[Projector]) -> Iterator[None]:
     with ExitStack() as stack:
         for projector in projectors:
             deferred = getattr(projector, "deferred", None)
-            if deferred is not None and id(projector) not in _deferring:
+            if deferred is not None:  # re-entrant: an inner block joins the outer deferral
                 stack.enter_context(deferred(conn))
-                _deferring.add(id(projector))
-                stack.callback(_deferring.discard, id(projector))
         if id(conn) in _deferred_checkpoints:
             yield
             return

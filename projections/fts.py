@@ -156,8 +156,13 @@ class FtsProjector:
         purge keeps it at, so adding them at the end gives the same rows). A request rolled back
         to its savepoint takes its text rows with it, so indexing "every row past the mark" at
         the end indexes exactly what the group keeps. Nothing is indexed when the block raises:
-        the transaction is being rolled back anyway.
+        the transaction is being rolled back anyway. Inside another deferral (a page of other
+        hosts' events applied inside a group) it joins the outer one, which indexes every row
+        past its own mark.
         """
+        if self.indexed_upto is not None:
+            yield
+            return
         self.indexed_upto = last_doc_ids(conn)
         try:
             yield

@@ -253,8 +253,9 @@ class VectorsProjector:
         row past the group's start mark: a request rolled back to its savepoint took its rows with
         it, and a purge in the group has already emptied the bodies it erased, so the rows are
         the ones one-by-one writes would have left (a purged body keeps its title vector only).
+        Inside another deferral it joins the outer one, which embeds every row past its own mark.
         """
-        if self.model is None or self.lazy:
+        if self.model is None or self.lazy or self.deferring:
             yield
             return
         artifacts, claims = last_doc_ids(conn)
