@@ -23,7 +23,8 @@ bits); a reader appends rows added since and reloads after a purge (``vector_sta
 or a rebuild. Where the projection lags the read's snapshot (an embedded store's vectors catch
 up after the write, ``projections.vectors``), the events after its mark are embedded here, once
 per process, and appended as the rows the catch-up will store, byte for byte: a read sees every
-write at or before its snapshot through this channel too, with the scores a caught-up store gives. Above ``EXACT_SCAN_ROWS`` rows a Hamming pass over the sign bits picks the
+write at or before its snapshot through this channel too, with the scores a caught-up store
+gives. Above ``EXACT_SCAN_ROWS`` rows a Hamming pass over the sign bits picks the
 ``PREFILTER_ROWS`` nearest rows, which are then scored exactly. The bits are taken of each
 vector with its component along the model's common axis removed (``Model.common_axis``, the
 mean token row's direction): every text leans that way, so raw signs would spend bits on what

@@ -31,6 +31,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -59,17 +60,6 @@ def _release(answers: Sequence[Answer]) -> None:
             future.set_result(reply)
 
 
-class _NoSection:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_: object) -> None:
-        return None
-
-
-_NO_SECTION = _NoSection()
-
-
 class Immediate:
     """Answers go out as soon as they are committed (the connection syncs, or nothing does)."""
 
@@ -80,10 +70,10 @@ class Immediate:
         pass
 
     def commit_section(self) -> Any:
-        return _NO_SECTION
+        return nullcontext()
 
     def writing(self) -> Any:
-        return _NO_SECTION
+        return nullcontext()
 
     def after_commit(self, answers: Sequence[Answer]) -> None:
         _release(answers)
