@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -444,17 +445,24 @@ def _overlaps(passage: Passage, revision_id: str, shown: list[tuple[str, int, in
 def pack(conn: Any, run: SearchRun, budget: int, query: str = "") -> list[_Section]:
     """Choose evidence greedily, best first, while it fits ``budget`` bytes (exactly counted):
     claims (citations and statement) and artifact passages compete on one score, and a passage
-    a shown claim cites is not repeated; then, with what is left, claims bring their evidence
-    passage's text (which their artifact's section then no longer shows)."""
+    a shown claim cites is not repeated; an active claim whose evidence lines are shown
+    already waits until everything else had its chance (it would restate those lines, not add
+    evidence); then, with what is left, claims bring their evidence passage's text (which their
+    artifact's section then no longer shows)."""
     sections: dict[int, _Section] = {}
     order: list[_Section] = []
     blocks: dict[int, tuple[str, list[str]]] = {}
     cited: list[tuple[str, int, int]] = []
+    shown: list[tuple[str, int, int]] = []
+    deferred: list[_Item] = []
     used = 0
-    for item in evidence_items(run, query):
+    for item, waited in _then_deferred(evidence_items(run, query), deferred):
         hit = item.hit
         section = sections.get(item.rank)
         if hit.entity_type == "claim":
+            if not waited and hit.status == "active" and _restates(hit, shown):
+                deferred.append(item)
+                continue
             if item.rank not in blocks:
                 # A claim's size does not depend on its signals unless it has some, so the
                 # (rare) risk line is computed once, and only for claims that could fit at all.
@@ -495,9 +503,27 @@ def pack(conn: Any, run: SearchRun, budget: int, query: str = "") -> list[_Secti
         if passage is not None:
             section.passages.append(passage)
             section.included += passage.size
+            shown.append((hit.revision_id, passage.start, passage.end))
             used += cost
     _add_evidence_text(conn, order, budget - used)
     return order
+
+
+def _then_deferred(items: list[_Item], deferred: list[_Item]) -> Iterator[tuple[_Item, bool]]:
+    """Each item (not waited), then each item put in ``deferred`` meanwhile (waited)."""
+    for item in items:
+        yield item, False
+    for item in deferred:
+        yield item, True
+
+
+def _restates(claim: SearchHit, shown: list[tuple[str, int, int]]) -> bool:
+    """Whether the passages already shown hold most (at least half) of every evidence span of
+    ``claim``: it would add no evidence, only a restatement of lines the bundle holds."""
+    spans = _cited_spans(claim)
+    return bool(spans) and all(
+        2 * sum(max(0, min(e, end) - max(s, start)) for r, s, e in shown if r == rev) >= end - start
+        for rev, start, end in spans)
 
 
 def _cited_spans(hit: SearchHit) -> list[tuple[str, int, int]]:

@@ -225,3 +225,25 @@ class TestEvidence:
                               (start, start + len(NEEDLE.strip().encode())))
         assert f"Evidence `{cited}`:\n> {NEEDLE.strip()}\n" in markdown
         assert 0 == result["omitted_count"]
+
+    def test_a_claim_restating_a_shown_line_waits_for_the_other_evidence(self, call: Caller) -> None:
+        """A claim whose evidence line is already shown adds no evidence: it is placed after
+        every other item that fits (here another artifact's line, which scores below the claim),
+        and still comes, with its evidence, when the budget has room left."""
+        source = self.store(call)
+        start = len(("# Session 1\n\n" + TURNS).encode())
+        claim(call, "The lighthouse keeper's boat is orange", evidence=[{
+            "artifact_id": source["artifact_id"], "revision_id": source["revision_id"],
+            "start_byte": start, "end_byte": start + len(NEEDLE.strip().encode())}])
+        for number in range(20):  # other claims, so that this one's words are rare among claims
+            claim(call, f"weather note number {number}")
+        notes = put(call, "# Notes\n\nthe keeper talked for a long while about the tides, the gulls, the nets, "
+                          "the harbour and the weather, and the colour orange\n", title="Notes")
+        result = call.ok("context.build", {"query": "lighthouse keeper painted the boat orange",
+                                           "max_bytes": 6000})["result"]
+        kinds = [(item["entity_type"], item["entity_id"]) for item in result["manifest"]]
+        assert [("artifact", source["artifact_id"]), ("artifact", notes["artifact_id"])] == kinds[:2]
+        assert "claim" == kinds[2][0] and 3 == len(kinds) and 0 == result["omitted_count"]
+        markdown = result["rendered_markdown"]
+        assert markdown.index("the colour orange") < markdown.index("## Retrieved claim")
+        assert 1 == markdown.count(NEEDLE.strip())
