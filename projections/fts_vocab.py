@@ -170,8 +170,10 @@ def index_word_set(conn: Any, scopes: Sequence[str], found: Iterable[str]) -> No
                             (_json_text(words), _json_text([GLOBAL_SCOPE, *scopes]))).fetchall()
     new = sorted(term for scope, term in inserted if scope == GLOBAL_SCOPE)
     if new:
+        # In key order across all the new words (a group brings thousands of rows): each insert
+        # lands on or beside the leaf the one before it walked to, not on a random page.
         conn.executemany("INSERT OR IGNORE INTO search_term_deletions (deletion, term) VALUES (?, ?)",
-                         [(d, w) for w in new for d in sorted(deletions(w))])
+                         sorted((d, w) for w in new for d in deletions(w)))
 
 
 def _json_text(values: Sequence[str]) -> str:

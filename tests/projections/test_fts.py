@@ -138,6 +138,24 @@ class TestRebuild:
         assert reopened.conn.execute("SELECT version FROM projector_checkpoints WHERE name = 'fts'").fetchone()[0] == FtsProjector.version
         reopened.close()
 
+    def test_a_store_of_version_5_drops_its_column_sizes_on_open(self, call: Caller) -> None:
+        """A version-5 store's word indexes, which kept per-document column sizes, are rebuilt
+        without them when it opens, and answer as before."""
+        populate(call)
+        engine = call.service.engine
+        before = snapshot(engine.conn)
+        engine.conn.execute("DROP TABLE artifact_fts")
+        engine.conn.execute("CREATE VIRTUAL TABLE artifact_fts USING fts5(title, body, scope, "
+                            "content='artifact_search_text', content_rowid='doc_id')")
+        engine.conn.execute("INSERT INTO artifact_fts(artifact_fts) VALUES('rebuild')")
+        engine.conn.execute("UPDATE projector_checkpoints SET version = 5 WHERE name = 'fts'")
+        call.service.close()
+        reopened = Engine(call.service.data_dir)
+        names = {row[0] for row in reopened.conn.execute("SELECT name FROM sqlite_master")}
+        assert not {"artifact_fts_docsize", "claim_fts_docsize"} & names
+        assert before == snapshot(reopened.conn)
+        reopened.close()
+
     def test_reindex_reproduces_the_fts_rows(self, call: Caller) -> None:
         """Dropping and replaying the fts projection yields identical rows and index answers."""
         populate(call)
