@@ -13,7 +13,9 @@ citations ask which chunks of a few cited revisions match, and they ask a tempor
 those chunks (``queries.chunk_probe``), so a put indexes its words once, not twice; version 5
 drops the chunk index older stores still hold. The word indexes keep no per-document column
 sizes (``columnsize=0``): ranking counts a document's words itself (the ``words`` column), never
-through FTS5's ``bm25()``, so version 6 stops writing a size row (a WAL page) per put. Lifecycle (forgotten artifacts, retracted
+through FTS5's ``bm25()``, so version 6 stops writing a size row (a WAL page) per put. Version 7
+stores half of each word's deletion keys reversed (``projections.fts_vocab``), so they cluster
+on about two leaf pages. Lifecycle (forgotten artifacts, retracted
 or superseded claims, current revisions) is never copied here: queries join the entities tables.
 
 The projector runs inside the mutation's transaction, so a read with ``min_commit_seq`` at or
@@ -119,7 +121,7 @@ class FtsProjector:
     """Indexes artifact and claim revisions for search; needs the CAS to read artifact bodies."""
 
     name: ClassVar[str] = "fts"
-    version: ClassVar[int] = 6
+    version: ClassVar[int] = 7
 
     def __init__(self, cas: ContentStore) -> None:
         self.cas = cas
