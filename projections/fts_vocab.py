@@ -33,9 +33,10 @@ import msgspec
 from blake3 import blake3
 
 __all__ = [
-    "GLOBAL_SCOPE", "MAX_VOCAB_WORD", "MIN_VOCAB_WORD", "REVERSED_KEY", "VOCAB_SCHEMA", "add_scope_doc", "deletion_lookup_keys",
-    "deletions", "fold", "forget_words", "index_word_set", "index_words", "owner_scope_tokens",
-    "remove_scope_words", "scope_token", "stored_deletion_keys", "word_count", "words_and_count", "words_of",
+    "GLOBAL_SCOPE", "MAX_VOCAB_WORD", "MIN_VOCAB_WORD", "REVERSED_KEY", "VOCAB_SCHEMA", "add_scope_doc",
+    "deletion_lookup_keys", "deletions", "fold", "forget_words", "index_word_set", "index_words",
+    "owner_scope_tokens", "remove_scope_words", "scope_token", "stored_deletion_keys", "word_count",
+    "words_and_count", "words_of",
 ]
 
 MIN_VOCAB_WORD = 3
