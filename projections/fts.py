@@ -11,7 +11,11 @@ channel looks words up in the vocabulary (``projections.fts_vocab``), and versio
 trigram tables older stores still hold. There is no chunk-level word index either: only
 citations ask which chunks of a few cited revisions match, and they ask a temporary index of
 those chunks (``queries.chunk_probe``), so a put indexes its words once, not twice; version 5
-drops the chunk index older stores still hold. Lifecycle (forgotten artifacts, retracted
+drops the chunk index older stores still hold. The word indexes keep no per-document column
+sizes (``columnsize=0``): ranking counts a document's words itself (the ``words`` column), never
+through FTS5's ``bm25()``, so version 6 stops writing a size row (a WAL page) per put. Version 7
+stores half of each word's deletion keys reversed (``projections.fts_vocab``), so they cluster
+on about two leaf pages. Lifecycle (forgotten artifacts, retracted
 or superseded claims, current revisions) is never copied here: queries join the entities tables.
 
 The projector runs inside the mutation's transaction, so a read with ``min_commit_seq`` at or
@@ -68,7 +72,7 @@ CREATE TABLE IF NOT EXISTS artifact_search_text (
     words INTEGER NOT NULL
 ) STRICT;
 CREATE VIRTUAL TABLE IF NOT EXISTS artifact_fts USING fts5(
-    title, body, scope, content='artifact_search_text', content_rowid='doc_id',
+    title, body, scope, content='artifact_search_text', content_rowid='doc_id', columnsize=0,
     tokenize='{WORD_TOKENIZER}'
 );
 CREATE TABLE IF NOT EXISTS artifact_chunks (
@@ -99,7 +103,8 @@ CREATE TABLE IF NOT EXISTS claim_search_text (
     words INTEGER NOT NULL
 ) STRICT;
 CREATE VIRTUAL TABLE IF NOT EXISTS claim_fts USING fts5(
-    statement, scope, content='claim_search_text', content_rowid='doc_id', tokenize='{WORD_TOKENIZER}'
+    statement, scope, content='claim_search_text', content_rowid='doc_id', columnsize=0,
+    tokenize='{WORD_TOKENIZER}'
 );
 {VOCAB_SCHEMA}
 {_secure_delete_statements()}"""
@@ -116,7 +121,7 @@ class FtsProjector:
     """Indexes artifact and claim revisions for search; needs the CAS to read artifact bodies."""
 
     name: ClassVar[str] = "fts"
-    version: ClassVar[int] = 5
+    version: ClassVar[int] = 7
 
     def __init__(self, cas: ContentStore) -> None:
         self.cas = cas

@@ -10,7 +10,12 @@ never by other workspaces' data:
 * **The vocabulary.** Every word (3..32 characters, folded as the word tokenizer folds it) of every
   indexed text, per scope token and once store-wide, plus each word's one-character deletions
   (a symmetric-deletion index). The typo channel finds words one edit away, and words that
-  extend an abbreviation, with index lookups instead of edit distance over documents.
+  extend an abbreviation, with index lookups instead of edit distance over documents. A deletion
+  in a word's second half is stored as it is (the word's deletions there share its first half, so
+  they sit on one b-tree leaf); one in its first half is stored reversed behind a marker no word
+  holds (those share the word's reversed second half): a new word writes about two leaf pages of
+  the index instead of one per deletion position. ``deletion_lookup_keys`` asks both forms, so
+  a look-up finds exactly the words whose deletions hold a key.
 
 Everything here is written inside the mutation's transaction by the fts projector; reads only
 look rows up. A purge removes the purged words that no longer occur in any index.
@@ -28,15 +33,17 @@ import msgspec
 from blake3 import blake3
 
 __all__ = [
-    "GLOBAL_SCOPE", "MAX_VOCAB_WORD", "MIN_VOCAB_WORD", "VOCAB_SCHEMA", "add_scope_doc",
-    "deletions", "forget_words", "fold", "index_word_set", "index_words", "owner_scope_tokens", "remove_scope_words",
-    "scope_token",
-    "word_count", "words_and_count", "words_of",
+    "GLOBAL_SCOPE", "MAX_VOCAB_WORD", "MIN_VOCAB_WORD", "REVERSED_KEY", "VOCAB_SCHEMA", "add_scope_doc",
+    "deletion_lookup_keys", "deletions", "fold", "forget_words", "index_word_set", "index_words",
+    "owner_scope_tokens", "remove_scope_words", "scope_token", "stored_deletion_keys", "word_count",
+    "words_and_count", "words_of",
 ]
 
 MIN_VOCAB_WORD = 3
 MAX_VOCAB_WORD = 32
 GLOBAL_SCOPE = ""
+# Marks a deletion key stored reversed: a control character, never part of a vocabulary word.
+REVERSED_KEY = "\x01"
 _WORD = re.compile(r"[^\W_]+")
 
 VOCAB_SCHEMA = """
@@ -123,6 +130,19 @@ def deletions(word: str) -> set[str]:
     return {word[:i] + word[i + 1:] for i in range(len(word))}
 
 
+def stored_deletion_keys(word: str) -> set[str]:
+    """The keys under which ``word``'s deletions are stored: a deletion of a character in the
+    second half as it is, one in the first half reversed behind ``REVERSED_KEY``."""
+    half = len(word) // 2
+    return ({word[:i] + word[i + 1:] for i in range(half, len(word))}
+            | {REVERSED_KEY + (word[:i] + word[i + 1:])[::-1] for i in range(half)})
+
+
+def deletion_lookup_keys(keys: Iterable[str]) -> list[str]:
+    """The stored keys to ask for deletion strings ``keys``: each as it is and reversed."""
+    return sorted({form for key in keys for form in (key, REVERSED_KEY + key[::-1])})
+
+
 def word_count(text: str) -> int:
     """How many word tokens ``text`` holds (its BM25 length)."""
     return len(_WORD.findall(text))
@@ -170,8 +190,10 @@ def index_word_set(conn: Any, scopes: Sequence[str], found: Iterable[str]) -> No
                             (_json_text(words), _json_text([GLOBAL_SCOPE, *scopes]))).fetchall()
     new = sorted(term for scope, term in inserted if scope == GLOBAL_SCOPE)
     if new:
+        # In key order across all the new words (a group brings thousands of rows): each insert
+        # lands on or beside the leaf the one before it walked to, not on a random page.
         conn.executemany("INSERT OR IGNORE INTO search_term_deletions (deletion, term) VALUES (?, ?)",
-                         [(d, w) for w in new for d in sorted(deletions(w))])
+                         sorted((d, w) for w in new for d in stored_deletion_keys(w)))
 
 
 def _json_text(values: Sequence[str]) -> str:
@@ -189,7 +211,7 @@ def forget_words(conn: Any, text: str, scopes: Sequence[str], still_indexed: Any
     gone = [w for w in words if not still_indexed(w, None)]
     conn.executemany("DELETE FROM search_terms WHERE scope = '' AND term = ?", [(w,) for w in gone])
     conn.executemany("DELETE FROM search_term_deletions WHERE deletion = ? AND term = ?",
-                     [(d, w) for w in gone for d in deletions(w)])
+                     [(d, w) for w in gone for d in stored_deletion_keys(w)])
 
 
 def remove_scope_words(conn: Any, table: str, scopes: Iterable[str], words: int) -> None:

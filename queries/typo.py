@@ -22,7 +22,7 @@ from typing import Any
 
 from rapidfuzz.distance import OSA
 
-from memoree.projections.fts_vocab import MAX_VOCAB_WORD, MIN_VOCAB_WORD, deletions, fold
+from memoree.projections.fts_vocab import MAX_VOCAB_WORD, MIN_VOCAB_WORD, deletion_lookup_keys, deletions, fold
 
 from .analysis import AnalyzedQuery, fts_phrase
 from .candidates import Candidate, Horizon, Table, UnitMatches, known_terms, match_expression_docs, unit_idf
@@ -58,7 +58,7 @@ class TypoUnit:
 
 
 def _one_edit_terms(conn: Any, word: str) -> set[str]:
-    keys = sorted(deletions(word) | {word})
+    keys = deletion_lookup_keys(deletions(word) | {word})
     marks = ",".join("?" * len(keys))
     found = {row[0] for row in conn.execute(
         f"SELECT term FROM search_term_deletions WHERE deletion IN ({marks})", keys)}

@@ -57,3 +57,36 @@ class TestContentStore:
         """A digest with no stored object is reported, not returned empty."""
         with pytest.raises(IntegrityError):
             cas.get(digest_hex(b"never stored" * 5000), 60000)
+
+
+class TestInlineLayout:
+    def test_inline_objects_are_appended_rows_that_fit_their_page(self, cas: ContentStore) -> None:
+        """Inline objects live in a rowid table (appended in put order) with the digest in a unique index."""
+        first, second = cas.put(b"a" * 1024), cas.put(b"b" * 1024)
+        cas.put(b"a" * 1024)
+        rows = cas.conn.execute("SELECT hash FROM cas_inline ORDER BY rowid").fetchall()
+        assert [(first,), (second,)] == rows
+
+    def test_a_store_of_the_keyed_layout_is_converted_when_it_opens(self, tmp_path: Path) -> None:
+        """An earlier store's WITHOUT ROWID table is rewritten to the appended layout, every object kept."""
+        conn = connect(tmp_path / "old.sqlite3")
+        conn.execute("CREATE TABLE cas_inline (hash TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+                     "data BLOB NOT NULL) STRICT, WITHOUT ROWID")
+        blobs = [bytes([i]) * (100 + i) for i in range(5)]
+        conn.executemany("INSERT INTO cas_inline VALUES (?, ?, ?)", [(digest_hex(b), len(b), b) for b in blobs])
+        cas = ContentStore(conn, tmp_path / "blobs")
+        schema = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'cas_inline'").fetchone()[0]
+        assert "WITHOUT ROWID" not in schema.upper()
+        assert blobs == [cas.get(digest_hex(b), len(b)) for b in blobs]
+
+    def test_a_read_only_connection_reads_the_keyed_layout_as_it_is(self, tmp_path: Path) -> None:
+        """A reader opening an unconverted store neither fails nor converts it: the writer does."""
+        path = tmp_path / "old.sqlite3"
+        conn = connect(path)
+        conn.execute("CREATE TABLE cas_inline (hash TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+                     "data BLOB NOT NULL) STRICT, WITHOUT ROWID")
+        conn.execute("INSERT INTO cas_inline VALUES (?, 3, ?)", (digest_hex(b"abc"), b"abc"))
+        reader = ContentStore(connect(path, readonly=True), tmp_path / "blobs")
+        assert b"abc" == reader.get(digest_hex(b"abc"), 3)
+        schema = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'cas_inline'").fetchone()[0]
+        assert "WITHOUT ROWID" in schema.upper()

@@ -138,6 +138,24 @@ class TestRebuild:
         assert reopened.conn.execute("SELECT version FROM projector_checkpoints WHERE name = 'fts'").fetchone()[0] == FtsProjector.version
         reopened.close()
 
+    def test_a_store_of_version_5_drops_its_column_sizes_on_open(self, call: Caller) -> None:
+        """A version-5 store's word indexes, which kept per-document column sizes, are rebuilt
+        without them when it opens, and answer as before."""
+        populate(call)
+        engine = call.service.engine
+        before = snapshot(engine.conn)
+        engine.conn.execute("DROP TABLE artifact_fts")
+        engine.conn.execute("CREATE VIRTUAL TABLE artifact_fts USING fts5(title, body, scope, "
+                            "content='artifact_search_text', content_rowid='doc_id')")
+        engine.conn.execute("INSERT INTO artifact_fts(artifact_fts) VALUES('rebuild')")
+        engine.conn.execute("UPDATE projector_checkpoints SET version = 5 WHERE name = 'fts'")
+        call.service.close()
+        reopened = Engine(call.service.data_dir)
+        names = {row[0] for row in reopened.conn.execute("SELECT name FROM sqlite_master")}
+        assert not {"artifact_fts_docsize", "claim_fts_docsize"} & names
+        assert before == snapshot(reopened.conn)
+        reopened.close()
+
     def test_reindex_reproduces_the_fts_rows(self, call: Caller) -> None:
         """Dropping and replaying the fts projection yields identical rows and index answers."""
         populate(call)
@@ -337,3 +355,29 @@ def test_one_pass_over_a_text_gives_its_vocabulary_and_its_length() -> None:
         assert words_and_count(text) == (words_of(text), word_count(text)), text
         assert words_and_count("Title words\n" + text)[1] == word_count("Title words") + word_count(text)
     assert words_of("Cache NOTES") == {"cache", "notes"} and words_of("Ünïcode") == {"unicode"}
+
+
+def test_a_deletion_look_up_finds_exactly_the_words_whose_deletions_hold_the_key() -> None:
+    """Stored in two forms (as they are, and reversed behind a marker), deletion keys answer a
+    look-up of every deletion string with the words one deletion away, and nothing else."""
+    from memoree.projections.fts_vocab import deletion_lookup_keys, deletions, stored_deletion_keys
+
+    words = ["cache", "caches", "cachet", "ache", "abba", "abab", "aaaa", "ünïcode", "x1x1x1", "zebra"]
+    rows = {(key, word) for word in words for key in stored_deletion_keys(word)}
+    for key in {d for word in words for d in deletions(word)} | set(words):
+        asked = set(deletion_lookup_keys([key]))
+        assert {w for k, w in rows if k in asked} == {w for w in words if key in deletions(w)}, key
+
+
+def test_a_new_words_deletion_keys_share_one_of_two_prefixes() -> None:
+    """Each stored key starts with the word's first half, or (reversed) with its second half
+    reversed, so a word's rows sit on about two b-tree leaves."""
+    from memoree.projections.fts_vocab import REVERSED_KEY, stored_deletion_keys
+
+    word = "retrieval"
+    keys = stored_deletion_keys(word)
+    forward = {k for k in keys if not k.startswith(REVERSED_KEY)}
+    backward = keys - forward
+    assert forward and backward
+    assert all(k.startswith(word[:len(word) // 2]) for k in forward)
+    assert all(k.startswith(REVERSED_KEY + word[len(word) // 2:][::-1]) for k in backward)
