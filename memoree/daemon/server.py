@@ -119,7 +119,8 @@ class Writer(threading.Thread):
         self.groups = 0
         self.grouped_requests = 0
         self._since_seal_check = 0
-        self.lagging_since: float | None = None  # monotonic time the vectors began to lag
+        self.lagging_since: float | None = None  # monotonic time the vectors began to lag (presumed)
+        self.lag_estimate = 0  # requests since the lag was last looked up: a guess at the events it grew by
         self.retry_at = 0.0  # no catch-up before this monotonic time (after a failure)
         self.catch_ups = 0
 
@@ -150,30 +151,39 @@ class Writer(threading.Thread):
                 answers = self._process(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer survives everything
                 answers = [(raw, future, failure_reply(raw, exc)) for raw, future, _ in batch]
-            self.durability.after_commit(answers)
+            # With nothing else waiting, the writer may sync this group itself (one hand-off fewer).
+            self.durability.after_commit(answers, more_waiting=stopping or not self.inbox.empty())
             if stopping:
                 return
             self._since_seal_check += len(batch)
             if self._since_seal_check >= SEAL_CHECK_EVERY:
                 self._since_seal_check = 0
                 self._seal(force_age=False)
-            self._bound_the_lag()
+            self._bound_the_lag(len(batch))
 
-    def _bound_the_lag(self) -> None:
-        """After requests: note when the vectors began to lag, and catch up one slice when the
-        lag passed its bound in events or in time, whether or not more requests wait."""
+    def _bound_the_lag(self, requests: int) -> None:
+        """After requests: presume the vectors lag from now on (the idle catch-up looks), and
+        catch up one slice when the lag passed its bound in events or in time, whether or not
+        more requests wait. The lag is looked up (two queries) only when the requests since the
+        last look could have grown it to the bound, or when it may have lasted too long, not
+        after every group: an event bound counted in requests (most add one event, a replay
+        none) and the time bound together keep a steady stream from outgrowing it."""
+        now = time.monotonic()
+        if self.lagging_since is None:
+            self.lagging_since = now
+        self.lag_estimate += requests
+        if now < self.retry_at or (self.lag_estimate < CATCH_UP_LAG_EVENTS
+                                   and now - self.lagging_since < CATCH_UP_LAG_S):
+            return
         try:
             lag = self.service.engine.vectors_lag()
         except BaseException as exc:  # noqa: BLE001 - the catch-up must never take the writer down
             logger().error("vectors_lag_failed", exc_info=exc)
             return
+        self.lag_estimate = lag
         if not lag:
             self.lagging_since = None
-            return
-        now = time.monotonic()
-        if self.lagging_since is None:
-            self.lagging_since = now
-        if now >= self.retry_at and (lag >= CATCH_UP_LAG_EVENTS or now - self.lagging_since >= CATCH_UP_LAG_S):
+        elif lag >= CATCH_UP_LAG_EVENTS or now - self.lagging_since >= CATCH_UP_LAG_S:
             self._catch_up()
 
     def _catch_up(self) -> bool:
@@ -183,7 +193,8 @@ class Writer(threading.Thread):
             with self.durability.writing():
                 self.service.engine.catch_up_vectors(CATCH_UP_SLICE_EVENTS)
             self.catch_ups += 1
-            self.lagging_since = time.monotonic() if self.service.engine.vectors_lag() else None
+            self.lag_estimate = self.service.engine.vectors_lag()
+            self.lagging_since = time.monotonic() if self.lag_estimate else None
         except BaseException as exc:  # noqa: BLE001 - reads embed the lag in memory meanwhile
             logger().error("vectors_catch_up_failed", exc_info=exc)
             self.lagging_since = self.retry_at = time.monotonic() + CATCH_UP_RETRY_S

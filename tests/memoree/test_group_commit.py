@@ -72,6 +72,43 @@ class TestGroupCommit:
         assert durability.syncs >= 1 and durability.durable == durability.committed >= 1
         service.close()
 
+    def test_a_lone_request_is_synced_by_the_writer_itself_before_its_answer(self, tmp_path: Path) -> None:
+        """With nothing queued behind it, a put is synced on the writer thread (no hand-off to the
+        syncer) and answered only once the sync covers its commit; a later read sees it."""
+        service = Service(tmp_path / "data")
+        writer = Writer(service, durability_for(service.engine, "FULL"))
+        writer.durability.start()
+        writer.start()
+        durability = writer.durability
+        assert isinstance(durability, WalSync)
+        for i in range(3):
+            answer = json.loads(writer.submit(put(i)).result(timeout=60))
+            assert answer["ok"] and durability.durable == durability.committed
+        assert durability.inline_syncs >= 3
+        writer.stop()
+        writer.join(10)
+        durability.stop()
+        got = json.loads(service.handle_bytes(frame("artifact.get", {"artifact_id": answer["result"]["artifact_id"]})).body)
+        assert got["ok"] and got["result"]["title"] == "t2"
+        service.close()
+
+    def test_with_more_requests_waiting_the_syncer_syncs_and_releases(self, tmp_path: Path) -> None:
+        """A commit the writer hands on (more requests wait) is synced by the syncer thread, which
+        releases its answer only after that sync."""
+        service = Service(tmp_path / "data")
+        service.handle_bytes(put(0))
+        durability = durability_for(service.engine, "FULL")
+        assert isinstance(durability, WalSync)
+        durability.start()
+        with durability.writing():
+            pass
+        answer: Future[bytes] = Future()
+        durability.after_commit([(b"{}", answer, b"done")], more_waiting=True)
+        assert answer.result(timeout=10) == b"done"
+        assert durability.syncs == 1 and durability.inline_syncs == 0 and durability.durable == durability.committed
+        durability.stop()
+        service.close()
+
     def test_settle_waits_for_a_commit_that_is_not_synced_yet(self, tmp_path: Path) -> None:
         """An answer computed beside an unsynced commit (a reader's) is held until the syncer syncs it."""
         service = Service(tmp_path / "data")
