@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from memoree.daemon.replies import with_request_id
+from memoree.daemon.threadname import name_this_thread
 from memoree.errors import DiskFull, InternalError, MemoreeError
 
 __all__ = ["Answer", "Immediate", "WalSync", "durability_for"]
@@ -201,6 +202,7 @@ class WalSync:
     # ------------------------------------------------------------------ the syncer
 
     def _sync_loop(self) -> None:
+        name_this_thread("memoree-syncer")
         while True:
             item = self.pending.get()
             batch = [item]
@@ -284,6 +286,8 @@ class WalSync:
 
     def _checkpoint_loop(self) -> None:
         from memoree.log import logger
+
+        name_this_thread("memoree-checkpt")
 
         conn = None
         try:

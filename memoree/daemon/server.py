@@ -47,6 +47,7 @@ from memoree import __version__, limits
 from memoree.client.transport import Endpoint
 from memoree.daemon.durability import Answer, Immediate, WalSync, durability_for
 from memoree.daemon.listener import Listener, Peer
+from memoree.daemon.threadname import name_this_thread
 from memoree.daemon.replies import (
     Admission,
     admission_decoder,
@@ -133,6 +134,7 @@ class Writer(threading.Thread):
         self.inbox.put(None)
 
     def run(self) -> None:
+        name_this_thread("memoree-writer")
         while True:
             lagging = self.lagging_since is not None and time.monotonic() >= self.retry_at
             try:
