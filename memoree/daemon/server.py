@@ -84,6 +84,11 @@ CATCH_UP_LAG_S = 2.0
 CATCH_UP_SLICE_EVENTS = 64
 CATCH_UP_RETRY_S = 30.0  # after a catch-up failed (a full disk, a damaged log): try again this late
 _Queued = tuple[bytes, "Future[bytes]", bool]
+# Groups of one request in a row after which, with nothing else waiting, the writer syncs a group
+# itself rather than handing it to the syncer (``WalSync.after_commit``): a lone client, whose
+# next request cannot come before this answer, gains nothing from the pipeline but pays its
+# hand-off; where groups hold several requests, the writer goes on while the syncer syncs.
+LONE_GROUPS_TO_SYNC_INLINE = 2
 SEAL_CHECK_EVERY = 64  # requests between checks for a full Merkle batch (1,000 events)
 LISTEN_BACKLOG = 512
 # Request bodies being read at once: as many maximum-size frames as the protocol's concurrency.
@@ -118,6 +123,7 @@ class Writer(threading.Thread):
         # (frame, its future, whether its keys were already checked for repeats: ``Daemon.submit``)
         self.inbox: queue.SimpleQueue[_Queued | None] = queue.SimpleQueue()
         self.groups = 0
+        self.lone_groups = 0  # groups of one request in a row, this one included
         self.grouped_requests = 0
         self._since_seal_check = 0
         self.lagging_since: float | None = None  # monotonic time the vectors began to lag (presumed)
@@ -153,8 +159,11 @@ class Writer(threading.Thread):
                 answers = self._process(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer survives everything
                 answers = [(raw, future, failure_reply(raw, exc)) for raw, future, _ in batch]
-            # With nothing else waiting, the writer may sync this group itself (one hand-off fewer).
-            self.durability.after_commit(answers, more_waiting=stopping or not self.inbox.empty())
+            # A lone client's request (lone groups in a row, nothing else waiting): the writer may
+            # sync it itself, one hand-off fewer; with several clients the syncer keeps the pipeline.
+            self.lone_groups = self.lone_groups + 1 if len(batch) == 1 else 0
+            lone = self.lone_groups >= LONE_GROUPS_TO_SYNC_INLINE and self.inbox.empty()
+            self.durability.after_commit(answers, more_waiting=stopping or not lone)
             if stopping:
                 return
             self._since_seal_check += len(batch)

@@ -73,15 +73,16 @@ class TestGroupCommit:
         service.close()
 
     def test_a_lone_request_is_synced_by_the_writer_itself_before_its_answer(self, tmp_path: Path) -> None:
-        """With nothing queued behind it, a put is synced on the writer thread (no hand-off to the
-        syncer) and answered only once the sync covers its commit; a later read sees it."""
+        """A lone client's puts (one at a time, nothing queued behind them) are synced on the writer
+        thread from the second on (no hand-off to the syncer), each answered only once the sync
+        covers its commit; a later read sees them."""
         service = Service(tmp_path / "data")
         writer = Writer(service, durability_for(service.engine, "FULL"))
         writer.durability.start()
         writer.start()
         durability = writer.durability
         assert isinstance(durability, WalSync)
-        for i in range(3):
+        for i in range(4):
             answer = json.loads(writer.submit(put(i)).result(timeout=60))
             assert answer["ok"] and durability.durable == durability.committed
         assert durability.inline_syncs >= 3
@@ -89,7 +90,7 @@ class TestGroupCommit:
         writer.join(10)
         durability.stop()
         got = json.loads(service.handle_bytes(frame("artifact.get", {"artifact_id": answer["result"]["artifact_id"]})).body)
-        assert got["ok"] and got["result"]["title"] == "t2"
+        assert got["ok"] and got["result"]["title"] == "t3"
         service.close()
 
     def test_with_more_requests_waiting_the_syncer_syncs_and_releases(self, tmp_path: Path) -> None:
