@@ -199,7 +199,17 @@ class Writer(threading.Thread):
 
     def _catch_up(self) -> bool:
         """One slice of the vectors' catch-up; the lag clock restarts after each slice. Returns
-        whether more is left to do now (a failure waits ``CATCH_UP_RETRY_S``)."""
+        whether more is left to do now (a failure waits ``CATCH_UP_RETRY_S``). A lag that was only
+        presumed (``_bound_the_lag``) and is found level ends here: nothing written, nothing synced."""
+        try:
+            level = not self.service.engine.vectors_lag()
+        except BaseException as exc:  # noqa: BLE001 - the catch-up must never take the writer down
+            logger().error("vectors_lag_failed", exc_info=exc)
+            self.lagging_since = self.retry_at = time.monotonic() + CATCH_UP_RETRY_S
+            return False
+        if level:
+            self.lag_estimate, self.lagging_since = 0, None
+            return False
         try:
             with self.durability.writing():
                 self.service.engine.catch_up_vectors(CATCH_UP_SLICE_EVENTS)
