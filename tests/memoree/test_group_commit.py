@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memoree.daemon.durability import WalSync, durability_for
 from memoree.daemon.server import Writer
@@ -128,6 +131,23 @@ class TestGroupCommit:
         waiter.join(5)
         durability.stop()
         service.close()
+
+    @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel thread names are read from /proc")
+    def test_the_writer_and_the_sync_threads_carry_kernel_visible_names(self, tmp_path: Path) -> None:
+        """Once started, the writer, the syncer and the checkpointer show their names in
+        /proc (what `top -H` and the daemon bench read)."""
+        service = Service(tmp_path / "data")
+        writer = Writer(service, durability_for(service.engine, "FULL"))
+        writer.durability.start()
+        writer.start()
+        assert json.loads(writer.submit(put(0)).result(timeout=60))["ok"]
+        threads = [writer, *writer.durability.threads]  # type: ignore[union-attr]
+        names = {Path(f"/proc/self/task/{thread.native_id}/comm").read_text().strip() for thread in threads}
+        writer.stop()
+        writer.join(10)
+        writer.durability.stop()
+        service.close()
+        assert names == {"memoree-writer", "memoree-syncer", "memoree-checkpt"}
 
     def test_other_synchronous_settings_answer_at_once(self, tmp_path: Path) -> None:
         """With synchronous=NORMAL (no sync asked for) the writer answers as soon as it committed."""
