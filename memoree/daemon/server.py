@@ -28,7 +28,6 @@ only unless deliberately overridden. SIGINT and SIGTERM stop it cleanly.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import queue
@@ -47,24 +46,18 @@ from memoree import __version__, limits
 from memoree.client.transport import Endpoint
 from memoree.daemon.durability import Answer, Immediate, WalSync, durability_for
 from memoree.daemon.listener import Listener, Peer
-from memoree.daemon.threadname import name_this_thread
 from memoree.daemon.replies import (
     Admission,
     admission_decoder,
     destination_decoder,
     failure_reply,
+    group_failure,
     op_of,
     too_large,
     with_request_id,
 )
-from memoree.errors import (
-    ConfigError,
-    DiskFull,
-    InternalError,
-    MemoreeError,
-    TransportError,
-    Unauthorized,
-)
+from memoree.daemon.threadname import name_this_thread
+from memoree.errors import ConfigError, MemoreeError, TransportError, Unauthorized
 from memoree.eventlog.sealing import BATCH_SECONDS, maybe_seal
 from memoree.eventlog.sqlite import storage_errors
 from memoree.hosts import is_loopback
@@ -84,10 +77,8 @@ CATCH_UP_LAG_S = 2.0
 CATCH_UP_SLICE_EVENTS = 64
 CATCH_UP_RETRY_S = 30.0  # after a catch-up failed (a full disk, a damaged log): try again this late
 _Queued = tuple[bytes, "Future[bytes]", bool]
-# Groups of one request in a row after which, with nothing else waiting, the writer syncs a group
-# itself rather than handing it to the syncer (``WalSync.after_commit``): a lone client, whose
-# next request cannot come before this answer, gains nothing from the pipeline but pays its
-# hand-off; where groups hold several requests, the writer goes on while the syncer syncs.
+# Lone groups in a row after which the writer syncs a group itself (``WalSync.after_commit``): a
+# lone client gains nothing from the pipeline but pays its hand-off.
 LONE_GROUPS_TO_SYNC_INLINE = 2
 SEAL_CHECK_EVERY = 64  # requests between checks for a full Merkle batch (1,000 events)
 LISTEN_BACKLOG = 512
@@ -103,7 +94,6 @@ def _acquire_lock(path: Path, what: str) -> int:
         os.close(fd)
         raise TransportError(f"another daemon owns {what}") from None
     return fd
-
 
 
 class Writer(threading.Thread):
@@ -159,8 +149,7 @@ class Writer(threading.Thread):
                 answers = self._process(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer survives everything
                 answers = [(raw, future, failure_reply(raw, exc)) for raw, future, _ in batch]
-            # A lone client's request (lone groups in a row, nothing else waiting): the writer may
-            # sync it itself, one hand-off fewer; with several clients the syncer keeps the pipeline.
+            # A lone client (lone groups in a row, nothing waiting): the writer may sync it itself.
             self.lone_groups = self.lone_groups + 1 if len(batch) == 1 else 0
             lone = self.lone_groups >= LONE_GROUPS_TO_SYNC_INLINE and self.inbox.empty()
             self.durability.after_commit(answers, more_waiting=stopping or not lone)
@@ -173,12 +162,10 @@ class Writer(threading.Thread):
             self._bound_the_lag(len(batch))
 
     def _bound_the_lag(self, requests: int) -> None:
-        """After requests: presume the vectors lag from now on (the idle catch-up looks), and
-        catch up one slice when the lag passed its bound in events or in time, whether or not
-        more requests wait. The lag is looked up (two queries) only when the requests since the
-        last look could have grown it to the bound, or when it may have lasted too long, not
-        after every group: an event bound counted in requests (most add one event, a replay
-        none) and the time bound together keep a steady stream from outgrowing it."""
+        """After requests: presume the vectors lag (the idle catch-up looks), and catch up one
+        slice when the lag passed its bound in events or in time, whether or not more requests
+        wait. The lag (two queries) is looked up only when the requests since the last look could
+        have grown it to the bound (most add one event) or it may have lasted too long."""
         now = time.monotonic()
         if self.lagging_since is None:
             self.lagging_since = now
@@ -202,13 +189,12 @@ class Writer(threading.Thread):
         whether more is left to do now (a failure waits ``CATCH_UP_RETRY_S``). A lag that was only
         presumed (``_bound_the_lag``) and is found level ends here: nothing written, nothing synced."""
         try:
-            level = not self.service.engine.vectors_lag()
+            if not self.service.engine.vectors_lag():
+                self.lag_estimate, self.lagging_since = 0, None
+                return False
         except BaseException as exc:  # noqa: BLE001 - the catch-up must never take the writer down
             logger().error("vectors_lag_failed", exc_info=exc)
             self.lagging_since = self.retry_at = time.monotonic() + CATCH_UP_RETRY_S
-            return False
-        if level:
-            self.lag_estimate, self.lagging_since = 0, None
             return False
         try:
             with self.durability.writing():
@@ -276,7 +262,7 @@ class Writer(threading.Thread):
                     replies.append(self.service.handle_bytes(raw, keys_checked=checked).body)
         except BaseException as exc:  # noqa: BLE001 - nothing of the group is durable: say so
             handler.drop_deferred()
-            failure = _group_failure(exc)
+            failure = group_failure(exc)
             replies = [with_request_id(raw, failure) for raw, _, _ in group]
         else:
             if handler.deferred:  # effects after the commit (a purge erasing files) need it on disk
@@ -294,16 +280,6 @@ def _is_mutation(raw: bytes) -> bool:
     except TypeError:  # an op that is not a string (a list, an object)
         return False
     return spec is not None and spec.mutating
-
-
-def _group_failure(exc: BaseException) -> MemoreeError:
-    if isinstance(exc, DiskFull):
-        return DiskFull(f"the group commit failed, nothing was written: {exc.message}")
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DiskFull(f"the group commit failed, nothing was written: {exc.strerror}")
-    message = exc.message if isinstance(exc, MemoreeError) else f"{type(exc).__name__}: {exc}"
-    return InternalError(f"the group commit failed, nothing was written: {message}", retryable=True)
-
 
 
 # glibc's mallopt parameter for the number of malloc arenas (M_ARENA_MAX in malloc.h).
@@ -575,7 +551,6 @@ def _frame_deadline() -> float:
     except ValueError:
         raise ConfigError("MEMOREE_FRAME_DEADLINE_S must be a number of seconds") from None
     return min(FRAME_DEADLINE_S, max(0.1, chosen))
-
 
 
 def _answers(path: Path) -> bool:
