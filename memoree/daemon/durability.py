@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from memoree.daemon.replies import with_request_id
+from memoree.daemon.threadname import name_this_thread
 from memoree.errors import DiskFull, InternalError, MemoreeError
 
 __all__ = ["Answer", "Immediate", "WalSync", "durability_for"]
@@ -75,7 +76,7 @@ class Immediate:
     def writing(self) -> Any:
         return nullcontext()
 
-    def after_commit(self, answers: Sequence[Answer]) -> None:
+    def after_commit(self, answers: Sequence[Answer], *, more_waiting: bool = True) -> None:
         _release(answers)
 
     def settle(self) -> None:
@@ -130,6 +131,10 @@ class WalSync:
         self._wal_fd = -1
         self._wal_ino: tuple[int, int] | None = None
         self.syncs = 0
+        self.inline_syncs = 0  # syncs the writer did itself (``after_commit``)
+        # Entries handed to the syncer and not yet released by it (counted under ``_hand_lock``).
+        self._hand_lock = threading.Lock()
+        self._in_hand = 0
         self._commit_section, self._writing = _CommitSection(self), _Writing(self)
         self.threads = [threading.Thread(target=self._sync_loop, name="memoree-syncer", daemon=True),
                         threading.Thread(target=self._checkpoint_loop, name="memoree-checkpointer", daemon=True)]
@@ -163,10 +168,25 @@ class WalSync:
         materializes, the Merkle sealing)."""
         return self._writing
 
-    def after_commit(self, answers: Sequence[Answer]) -> None:
+    def after_commit(self, answers: Sequence[Answer], *, more_waiting: bool = True) -> None:
         """The writer committed what ``answers`` depend on (or failed to): release them, in
-        order, once every commit so far is synced. Called on the writer thread only."""
-        self.pending.put((self.committed, list(answers)))
+        order, once every commit so far is synced. Called on the writer thread only.
+
+        When no more requests wait for the writer (``more_waiting`` false) and the syncer holds
+        nothing, the writer syncs and releases them itself: pipelining would gain nothing (no next
+        group to write meanwhile) and the hand-off to the syncer costs a thread wake-up on the
+        lone client's path. The syncer cannot be syncing then (it holds nothing, and only this
+        thread gives it work), so order and the one-sync-at-a-time rule hold."""
+        entry = (self.committed, list(answers))
+        with self._hand_lock:
+            inline = not more_waiting and self._in_hand == 0
+            if not inline:
+                self._in_hand += 1
+        if inline:
+            self.inline_syncs += 1
+            self._sync_and_release([entry])
+        else:
+            self.pending.put(entry)
 
     # ------------------------------------------------------------------ other answers
 
@@ -182,6 +202,7 @@ class WalSync:
     # ------------------------------------------------------------------ the syncer
 
     def _sync_loop(self) -> None:
+        name_this_thread("memoree-syncer")
         while True:
             item = self.pending.get()
             batch = [item]
@@ -193,6 +214,8 @@ class WalSync:
             done = [entry for entry in batch if entry is not None]
             if done:
                 self._sync_and_release(done)
+                with self._hand_lock:
+                    self._in_hand -= len(done)
             if None in batch:
                 return
 
@@ -263,6 +286,8 @@ class WalSync:
 
     def _checkpoint_loop(self) -> None:
         from memoree.log import logger
+
+        name_this_thread("memoree-checkpt")
 
         conn = None
         try:

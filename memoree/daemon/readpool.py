@@ -158,6 +158,9 @@ class ReaderPool:
     # ------------------------------------------------------------------ one relay per reader
 
     def _relay(self, slot: _Slot) -> None:
+        from memoree.daemon.threadname import name_this_thread
+
+        name_this_thread(f"memoree-relay-{slot.index}")
         try:
             self._try_start(slot)  # at once, so the first reads find their readers ready
             while True:

@@ -2,6 +2,7 @@
 
 ``failure_reply`` turns whatever went wrong while a request was handled into an error envelope
 carrying the caller's request id (it never raises: the writer and the readers rely on it);
+``group_failure`` is the error of every request of a group commit whose transaction failed;
 ``op_of`` reads a frame's ``op`` without decoding the rest (routing and admission use it).
 """
 
@@ -14,7 +15,7 @@ import msgspec
 from memoree.errors import ContentTooLarge, DiskFull, InternalError, MemoreeError
 from memoree.protocol.envelope import error_envelope
 
-__all__ = ["Admission", "failure_reply", "op_of", "too_large", "with_request_id"]
+__all__ = ["Admission", "failure_reply", "group_failure", "op_of", "too_large", "with_request_id"]
 
 
 class Admission(msgspec.Struct):
@@ -43,6 +44,16 @@ def failure_reply(raw: bytes, exc: BaseException) -> bytes:
         return with_request_id(raw, error)
     except BaseException:  # noqa: BLE001 - even a failure to describe the failure is answered
         return error_envelope("req_transport", InternalError("internal error").to_body())
+
+
+def group_failure(exc: BaseException) -> MemoreeError:
+    """The error every request of a group gets when the group's transaction itself failed."""
+    if isinstance(exc, DiskFull):
+        return DiskFull(f"the group commit failed, nothing was written: {exc.message}")
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(f"the group commit failed, nothing was written: {exc.strerror}")
+    message = exc.message if isinstance(exc, MemoreeError) else f"{type(exc).__name__}: {exc}"
+    return InternalError(f"the group commit failed, nothing was written: {message}", retryable=True)
 
 
 def op_of(raw: bytes) -> object:

@@ -28,7 +28,6 @@ only unless deliberately overridden. SIGINT and SIGTERM stop it cleanly.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import queue
@@ -52,18 +51,13 @@ from memoree.daemon.replies import (
     admission_decoder,
     destination_decoder,
     failure_reply,
+    group_failure,
     op_of,
     too_large,
     with_request_id,
 )
-from memoree.errors import (
-    ConfigError,
-    DiskFull,
-    InternalError,
-    MemoreeError,
-    TransportError,
-    Unauthorized,
-)
+from memoree.daemon.threadname import name_this_thread
+from memoree.errors import ConfigError, MemoreeError, TransportError, Unauthorized
 from memoree.eventlog.sealing import BATCH_SECONDS, maybe_seal
 from memoree.eventlog.sqlite import storage_errors
 from memoree.hosts import is_loopback
@@ -83,6 +77,9 @@ CATCH_UP_LAG_S = 2.0
 CATCH_UP_SLICE_EVENTS = 64
 CATCH_UP_RETRY_S = 30.0  # after a catch-up failed (a full disk, a damaged log): try again this late
 _Queued = tuple[bytes, "Future[bytes]", bool]
+# Lone groups in a row after which the writer syncs a group itself (``WalSync.after_commit``): a
+# lone client gains nothing from the pipeline but pays its hand-off.
+LONE_GROUPS_TO_SYNC_INLINE = 2
 SEAL_CHECK_EVERY = 64  # requests between checks for a full Merkle batch (1,000 events)
 LISTEN_BACKLOG = 512
 # Request bodies being read at once: as many maximum-size frames as the protocol's concurrency.
@@ -97,7 +94,6 @@ def _acquire_lock(path: Path, what: str) -> int:
         os.close(fd)
         raise TransportError(f"another daemon owns {what}") from None
     return fd
-
 
 
 class Writer(threading.Thread):
@@ -117,9 +113,11 @@ class Writer(threading.Thread):
         # (frame, its future, whether its keys were already checked for repeats: ``Daemon.submit``)
         self.inbox: queue.SimpleQueue[_Queued | None] = queue.SimpleQueue()
         self.groups = 0
+        self.lone_groups = 0  # groups of one request in a row, this one included
         self.grouped_requests = 0
         self._since_seal_check = 0
-        self.lagging_since: float | None = None  # monotonic time the vectors began to lag
+        self.lagging_since: float | None = None  # monotonic time the vectors began to lag (presumed)
+        self.lag_estimate = 0  # requests since the lag was last looked up: a guess at the events it grew by
         self.retry_at = 0.0  # no catch-up before this monotonic time (after a failure)
         self.catch_ups = 0
 
@@ -132,6 +130,7 @@ class Writer(threading.Thread):
         self.inbox.put(None)
 
     def run(self) -> None:
+        name_this_thread("memoree-writer")
         while True:
             lagging = self.lagging_since is not None and time.monotonic() >= self.retry_at
             try:
@@ -150,40 +149,59 @@ class Writer(threading.Thread):
                 answers = self._process(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer survives everything
                 answers = [(raw, future, failure_reply(raw, exc)) for raw, future, _ in batch]
-            self.durability.after_commit(answers)
+            # A lone client (lone groups in a row, nothing waiting): the writer may sync it itself.
+            self.lone_groups = self.lone_groups + 1 if len(batch) == 1 else 0
+            lone = self.lone_groups >= LONE_GROUPS_TO_SYNC_INLINE and self.inbox.empty()
+            self.durability.after_commit(answers, more_waiting=stopping or not lone)
             if stopping:
                 return
             self._since_seal_check += len(batch)
             if self._since_seal_check >= SEAL_CHECK_EVERY:
                 self._since_seal_check = 0
                 self._seal(force_age=False)
-            self._bound_the_lag()
+            self._bound_the_lag(len(batch))
 
-    def _bound_the_lag(self) -> None:
-        """After requests: note when the vectors began to lag, and catch up one slice when the
-        lag passed its bound in events or in time, whether or not more requests wait."""
+    def _bound_the_lag(self, requests: int) -> None:
+        """After requests: presume the vectors lag (the idle catch-up looks), and catch up one
+        slice when the lag passed its bound in events or in time, whether or not more requests
+        wait. The lag (two queries) is looked up only when the requests since the last look could
+        have grown it to the bound (most add one event) or it may have lasted too long."""
+        now = time.monotonic()
+        if self.lagging_since is None:
+            self.lagging_since = now
+        self.lag_estimate += requests
+        if now < self.retry_at or (self.lag_estimate < CATCH_UP_LAG_EVENTS
+                                   and now - self.lagging_since < CATCH_UP_LAG_S):
+            return
         try:
             lag = self.service.engine.vectors_lag()
         except BaseException as exc:  # noqa: BLE001 - the catch-up must never take the writer down
             logger().error("vectors_lag_failed", exc_info=exc)
             return
+        self.lag_estimate = lag
         if not lag:
             self.lagging_since = None
-            return
-        now = time.monotonic()
-        if self.lagging_since is None:
-            self.lagging_since = now
-        if now >= self.retry_at and (lag >= CATCH_UP_LAG_EVENTS or now - self.lagging_since >= CATCH_UP_LAG_S):
+        elif lag >= CATCH_UP_LAG_EVENTS or now - self.lagging_since >= CATCH_UP_LAG_S:
             self._catch_up()
 
     def _catch_up(self) -> bool:
         """One slice of the vectors' catch-up; the lag clock restarts after each slice. Returns
-        whether more is left to do now (a failure waits ``CATCH_UP_RETRY_S``)."""
+        whether more is left to do now (a failure waits ``CATCH_UP_RETRY_S``). A lag that was only
+        presumed (``_bound_the_lag``) and is found level ends here: nothing written, nothing synced."""
+        try:
+            if not self.service.engine.vectors_lag():
+                self.lag_estimate, self.lagging_since = 0, None
+                return False
+        except BaseException as exc:  # noqa: BLE001 - the catch-up must never take the writer down
+            logger().error("vectors_lag_failed", exc_info=exc)
+            self.lagging_since = self.retry_at = time.monotonic() + CATCH_UP_RETRY_S
+            return False
         try:
             with self.durability.writing():
                 self.service.engine.catch_up_vectors(CATCH_UP_SLICE_EVENTS)
             self.catch_ups += 1
-            self.lagging_since = time.monotonic() if self.service.engine.vectors_lag() else None
+            self.lag_estimate = self.service.engine.vectors_lag()
+            self.lagging_since = time.monotonic() if self.lag_estimate else None
         except BaseException as exc:  # noqa: BLE001 - reads embed the lag in memory meanwhile
             logger().error("vectors_catch_up_failed", exc_info=exc)
             self.lagging_since = self.retry_at = time.monotonic() + CATCH_UP_RETRY_S
@@ -244,7 +262,7 @@ class Writer(threading.Thread):
                     replies.append(self.service.handle_bytes(raw, keys_checked=checked).body)
         except BaseException as exc:  # noqa: BLE001 - nothing of the group is durable: say so
             handler.drop_deferred()
-            failure = _group_failure(exc)
+            failure = group_failure(exc)
             replies = [with_request_id(raw, failure) for raw, _, _ in group]
         else:
             if handler.deferred:  # effects after the commit (a purge erasing files) need it on disk
@@ -262,16 +280,6 @@ def _is_mutation(raw: bytes) -> bool:
     except TypeError:  # an op that is not a string (a list, an object)
         return False
     return spec is not None and spec.mutating
-
-
-def _group_failure(exc: BaseException) -> MemoreeError:
-    if isinstance(exc, DiskFull):
-        return DiskFull(f"the group commit failed, nothing was written: {exc.message}")
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DiskFull(f"the group commit failed, nothing was written: {exc.strerror}")
-    message = exc.message if isinstance(exc, MemoreeError) else f"{type(exc).__name__}: {exc}"
-    return InternalError(f"the group commit failed, nothing was written: {message}", retryable=True)
-
 
 
 # glibc's mallopt parameter for the number of malloc arenas (M_ARENA_MAX in malloc.h).
@@ -543,7 +551,6 @@ def _frame_deadline() -> float:
     except ValueError:
         raise ConfigError("MEMOREE_FRAME_DEADLINE_S must be a number of seconds") from None
     return min(FRAME_DEADLINE_S, max(0.1, chosen))
-
 
 
 def _answers(path: Path) -> bool:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memoree.daemon.durability import WalSync, durability_for
 from memoree.daemon.server import Writer
@@ -72,6 +75,44 @@ class TestGroupCommit:
         assert durability.syncs >= 1 and durability.durable == durability.committed >= 1
         service.close()
 
+    def test_a_lone_request_is_synced_by_the_writer_itself_before_its_answer(self, tmp_path: Path) -> None:
+        """A lone client's puts (one at a time, nothing queued behind them) are synced on the writer
+        thread from the second on (no hand-off to the syncer), each answered only once the sync
+        covers its commit; a later read sees them."""
+        service = Service(tmp_path / "data")
+        writer = Writer(service, durability_for(service.engine, "FULL"))
+        writer.durability.start()
+        writer.start()
+        durability = writer.durability
+        assert isinstance(durability, WalSync)
+        for i in range(4):
+            answer = json.loads(writer.submit(put(i)).result(timeout=60))
+            assert answer["ok"] and durability.durable == durability.committed
+        assert durability.inline_syncs >= 3
+        writer.stop()
+        writer.join(10)
+        durability.stop()
+        got = json.loads(service.handle_bytes(frame("artifact.get", {"artifact_id": answer["result"]["artifact_id"]})).body)
+        assert got["ok"] and got["result"]["title"] == "t3"
+        service.close()
+
+    def test_with_more_requests_waiting_the_syncer_syncs_and_releases(self, tmp_path: Path) -> None:
+        """A commit the writer hands on (more requests wait) is synced by the syncer thread, which
+        releases its answer only after that sync."""
+        service = Service(tmp_path / "data")
+        service.handle_bytes(put(0))
+        durability = durability_for(service.engine, "FULL")
+        assert isinstance(durability, WalSync)
+        durability.start()
+        with durability.writing():
+            pass
+        answer: Future[bytes] = Future()
+        durability.after_commit([(b"{}", answer, b"done")], more_waiting=True)
+        assert answer.result(timeout=10) == b"done"
+        assert durability.syncs == 1 and durability.inline_syncs == 0 and durability.durable == durability.committed
+        durability.stop()
+        service.close()
+
     def test_settle_waits_for_a_commit_that_is_not_synced_yet(self, tmp_path: Path) -> None:
         """An answer computed beside an unsynced commit (a reader's) is held until the syncer syncs it."""
         service = Service(tmp_path / "data")
@@ -90,6 +131,23 @@ class TestGroupCommit:
         waiter.join(5)
         durability.stop()
         service.close()
+
+    @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel thread names are read from /proc")
+    def test_the_writer_and_the_sync_threads_carry_kernel_visible_names(self, tmp_path: Path) -> None:
+        """Once started, the writer, the syncer and the checkpointer show their names in
+        /proc (what `top -H` and the daemon bench read)."""
+        service = Service(tmp_path / "data")
+        writer = Writer(service, durability_for(service.engine, "FULL"))
+        writer.durability.start()
+        writer.start()
+        assert json.loads(writer.submit(put(0)).result(timeout=60))["ok"]
+        threads = [writer, *writer.durability.threads]  # type: ignore[union-attr]
+        names = {Path(f"/proc/self/task/{thread.native_id}/comm").read_text().strip() for thread in threads}
+        writer.stop()
+        writer.join(10)
+        writer.durability.stop()
+        service.close()
+        assert names == {"memoree-writer", "memoree-syncer", "memoree-checkpt"}
 
     def test_other_synchronous_settings_answer_at_once(self, tmp_path: Path) -> None:
         """With synchronous=NORMAL (no sync asked for) the writer answers as soon as it committed."""

@@ -12,7 +12,12 @@ SQLite (WAL, ``synchronous=FULL``) inserting the same texts with an FTS5 row, on
 transaction; four clients with one. The row with the old bench's text (one sentence repeated, into
 an empty store) shows what that text hid: it indexes almost nothing new. Each throughput row also
 reports the daemon's CPU per put (from /proc), so a loaded machine's slow fsync shows as a gap
-between CPU and wall time rather than as a mystery.
+between CPU and wall time rather than as a mystery, and that CPU by daemon thread (the kernel's
+thread names: ``io`` is the listener's loop, then the writer, the syncer, the checkpointer) beside
+the client processes' own. The one-client row is also compared with the same puts made in this
+process (``Service.handle_bytes``: the same requests, texts and store size, no socket, no thread
+hand-off), which is what the daemon adds; the store's vectors are caught up before the timed puts
+on both sides.
 
 ``--model`` compares the dense channel's cost through the daemon instead: two daemons, one with
 the model off (``MEMOREE_SEMANTIC=off``) and one with it, each store prefilled with ``--store``
@@ -28,6 +33,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -36,6 +42,7 @@ import time
 from pathlib import Path
 
 from memoree.client.transport import Endpoint, exchange, probe
+from memoree.service.service import Service
 from tools.bench.common import Row, print_table, rate
 from tools.bench.put import TEXT, command_seconds, raw_sqlite_rate, service_put_rate, texts
 from tools.bench.search import make_corpus
@@ -69,8 +76,26 @@ def daemon_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def daemon_put_rate(endpoint: Endpoint, bodies: list[bytes], clients: int, daemon_pid: int) -> tuple[float, float]:
-    """Puts/s with ``clients`` client processes sharing ``bodies``, and the daemon's CPU ms per put."""
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds of each of the daemon's threads, summed by the name the kernel shows
+    (``memoree.daemon.threadname``); the main thread, which runs the I/O loop, is ``io``."""
+    seconds: dict[str, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as comm, open(f"/proc/{pid}/task/{tid}/stat") as stat:
+                name, fields = comm.read().strip(), stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = "io" if int(tid) == pid else name.removeprefix("memoree-")
+        seconds[name] = seconds.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return seconds
+
+
+def daemon_put_rate(endpoint: Endpoint, bodies: list[bytes], clients: int, daemon_pid: int,
+                    breakdown: dict[str, float] | None = None) -> tuple[float, float]:
+    """Puts/s with ``clients`` client processes sharing ``bodies``, and the daemon's CPU ms per put.
+    ``breakdown``, when given, receives CPU ms per put for each daemon thread (by name) and for the
+    client processes (``clients``)."""
     context = multiprocessing.get_context("fork")
     ready, go = context.Semaphore(0), context.Event()
     share = len(bodies) // clients
@@ -80,6 +105,7 @@ def daemon_put_rate(endpoint: Endpoint, bodies: list[bytes], clients: int, daemo
         worker.start()
     for _ in workers:
         ready.acquire()
+    threads, children = thread_cpu_seconds(daemon_pid), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu, started = daemon_cpu_seconds(daemon_pid), time.perf_counter()
     go.set()
     for worker in workers:
@@ -87,7 +113,38 @@ def daemon_put_rate(endpoint: Endpoint, bodies: list[bytes], clients: int, daemo
         if worker.exitcode:
             raise RuntimeError("a benchmark client failed")
     seconds, cpu = time.perf_counter() - started, daemon_cpu_seconds(daemon_pid) - cpu
-    return rate(share * clients, seconds), cpu / (share * clients) * 1000
+    puts = share * clients
+    if breakdown is not None:
+        for name, spent in thread_cpu_seconds(daemon_pid).items():
+            if spent - threads.get(name, 0.0) > 0:
+                breakdown[name] = (spent - threads.get(name, 0.0)) / puts * 1000
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        breakdown["clients"] = (after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime) / puts * 1000
+    return rate(puts, seconds), cpu / puts * 1000
+
+
+def in_process_put(folder: Path, stored: list[str], items: list[str]) -> tuple[float, float, float]:
+    """The daemon rows' puts made in this process instead (``Service.handle_bytes``, the same
+    requests, texts and store size): puts/s, thread CPU ms per put, and the CPU ms per put of
+    the vectors' catch-up afterwards (the daemon does it on its writer while the puts run)."""
+    service = Service(folder / "inproc-varied")
+    for start in range(0, len(stored), 250):
+        requests = [json.loads(request(start + i, "fill", text)) for i, text in enumerate(stored[start:start + 250])]
+        reply = service.handle_bytes(json.dumps({"v": 1, "request_id": "fill", "op": "batch",
+                                                 "input": {"requests": requests}}).encode())
+        assert reply.ok, reply.body[:300]
+    service.engine.catch_up_vectors()
+    bodies = [request(i, "one", text) for i, text in enumerate(items)]
+    cpu, started = time.thread_time(), time.perf_counter()
+    for body in bodies:
+        reply = service.handle_bytes(body)
+        assert reply.ok, reply.body[:300]
+    seconds, cpu = time.perf_counter() - started, time.thread_time() - cpu
+    later = time.thread_time()
+    service.engine.catch_up_vectors()
+    later = time.thread_time() - later
+    service.close()
+    return rate(len(bodies), seconds), cpu / len(bodies) * 1000, later / len(bodies) * 1000
 
 
 def prefill(endpoint: Endpoint, items: list[str]) -> None:
@@ -220,24 +277,37 @@ def main(argv: list[str] | None = None) -> list[Row]:
             old_text, old_cpu = daemon_put_rate(endpoint, [request(i, "old", f"{i:08d} {TEXT}"[:1024])
                                                            for i in range(args.n)], 1, proc.pid)
             prefill(endpoint, items[:args.store])
+            wait_caught_up(endpoint, proc.pid)
+            one_threads: dict[str, float] = {}
+            four_threads: dict[str, float] = {}
             one, one_cpu = daemon_put_rate(endpoint, [request(i, "one", text) for i, text in
-                                                      enumerate(items[args.store:args.store + args.n])], 1, proc.pid)
+                                                      enumerate(items[args.store:args.store + args.n])], 1,
+                                           proc.pid, one_threads)
             four, four_cpu = daemon_put_rate(endpoint, [request(i, "four", text) for i, text in
-                                                        enumerate(items[args.store + args.n:])], 4, proc.pid)
+                                                        enumerate(items[args.store + args.n:])], 4,
+                                             proc.pid, four_threads)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
         in_process = service_put_rate(folder, texts(args.n))
+        varied, varied_cpu, varied_later = in_process_put(folder, items[:args.store],
+                                                          items[args.store:args.store + args.n])
         from tools.bench.peer import peer_rate_in_subprocess
 
         peer = peer_rate_in_subprocess(args.n)
     print(f"daemon CPU per put: {one_cpu:.2f} ms (1 client), {four_cpu:.2f} ms (4 clients), "
           f"{old_cpu:.2f} ms (old bench text, empty store); in-process put (old text) {in_process:.0f}/s")
+    for label, threads in (("1 client", one_threads), ("4 clients", four_threads)):
+        print(f"CPU ms per put by thread, {label}: " + ", ".join(
+            f"{name} {spent:.3f}" for name, spent in sorted(threads.items(), key=lambda item: -item[1])))
+    print(f"in-process put of the same varied texts into a store of {args.store}: {varied:.0f}/s, "
+          f"{varied_cpu:.2f} ms of CPU per put, then {varied_later:.3f} ms per put for the vectors' catch-up")
     rows = [
         Row("memoree call capabilities, warm daemon", warm_caps * 1000, baseline * 1000, "ms", "python -c pass", False),
         Row("memoree call artifact.put, warm daemon", warm_put * 1000, baseline * 1000, "ms", "python -c pass", False),
         Row("memoree call capabilities, --in-process", inproc_caps * 1000, baseline * 1000, "ms", "python -c pass", False),
         Row("daemon put, 1 client, varied texts (puts/s)", one, raw_fts, "/s", "raw SQLite + FTS5"),
+        Row("daemon put, 1 client vs in-process, same texts and store", one, varied, "/s", "in-process put"),
         Row("daemon put, 4 clients, group commit (puts/s)", four, one, "/s", "daemon, 1 client"),
         Row("daemon put, 1 client, old text (puts/s)", old_text, one, "/s", "varied texts"),
     ]
