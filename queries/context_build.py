@@ -379,8 +379,34 @@ def line_similarities(ready: bool, query: str, said: list[str]) -> list[float]:
     model = load_model()
     if model is None:
         return []
-    vectors = model.embed([query, *said])
+    vectors = _unit_vectors(model, [query, *said])
     return [max(0.0, round(cosine, 6)) for cosine in (vectors[1:] @ vectors[0]).tolist()]
+
+
+MAX_CACHED_LINE_VECTORS = 8192  # 1 KiB each: at most 8 MiB per reader process
+_LINE_VECTORS: dict[tuple[int, str], Any] = {}
+
+
+def _unit_vectors(model: Any, texts: list[str]) -> Any:
+    """``model.embed(texts)``, each text's row embedded once per process: the same lines come
+    back question after question (a conversation's best lines), and a text's vector does not
+    depend on its batch (``embedding.Model._token_sums``), so a remembered row is the row a
+    fresh batch would give. Keyed by the model object and the text, never by the store: a
+    write cannot change what a text embeds to. Bounded: the memory is cleared when full."""
+    known = _LINE_VECTORS
+    rows = [known.get((id(model), text)) for text in texts]
+    missing = list(dict.fromkeys(text for text, row in zip(texts, rows) if row is None))
+    if missing:
+        fresh = dict(zip(missing, model.embed(missing)))
+        if len(known) + len(missing) > MAX_CACHED_LINE_VECTORS:
+            known.clear()
+        for text, row in fresh.items():
+            known[(id(model), text)] = row
+        rows = [fresh[text] if row is None else row for text, row in zip(texts, rows)]
+    vectors = model.np.empty((len(texts), len(rows[0])), dtype=model.np.float32)
+    for i, row in enumerate(rows):
+        vectors[i] = row
+    return vectors
 
 
 def candidate_line_idf(scorer: PassageScorer, passages: dict[str, list[Passage]]) -> list[float] | None:
