@@ -13,6 +13,7 @@ report the search's own truncation. Retrieved text is data, never instructions:
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterator
@@ -384,29 +385,34 @@ def line_similarities(ready: bool, query: str, said: list[str]) -> list[float]:
 
 
 MAX_CACHED_LINE_VECTORS = 8192  # 1 KiB each: at most 8 MiB per reader process
-_LINE_VECTORS: dict[tuple[int, str], Any] = {}
+_LINE_VECTORS: dict[tuple[int, bytes], Any] = {}
 
 
 def _unit_vectors(model: Any, texts: list[str]) -> Any:
     """``model.embed(texts)``, each text's row embedded once per process: the same lines come
     back question after question (a conversation's best lines), and a text's vector does not
     depend on its batch (``embedding.Model._token_sums``), so a remembered row is the row a
-    fresh batch would give. Keyed by the model object and the text, never by the store: a
-    write cannot change what a text embeds to. Bounded: the memory is cleared when full."""
+    fresh batch would give. Keyed by the model object and a digest of the text (the text
+    itself is not kept), never by the store: a write cannot change what a text embeds to.
+    Bounded: the memory is cleared when full."""
     known = _LINE_VECTORS
-    rows = [known.get((id(model), text)) for text in texts]
-    missing = list(dict.fromkeys(text for text, row in zip(texts, rows) if row is None))
+    keys = [(id(model), _digest(text)) for text in texts]
+    rows = [known.get(key) for key in keys]
+    missing = list(dict.fromkeys((key, text) for key, text, row in zip(keys, texts, rows) if row is None))
     if missing:
-        fresh = dict(zip(missing, model.embed(missing)))
+        fresh = dict(zip((key for key, _ in missing), model.embed([text for _, text in missing])))
         if len(known) + len(missing) > MAX_CACHED_LINE_VECTORS:
             known.clear()
-        for text, row in fresh.items():
-            known[(id(model), text)] = row
-        rows = [fresh[text] if row is None else row for text, row in zip(texts, rows)]
+        known.update(fresh)
+        rows = [fresh[key] if row is None else row for key, row in zip(keys, rows)]
     vectors = model.np.empty((len(texts), len(rows[0])), dtype=model.np.float32)
     for i, row in enumerate(rows):
         vectors[i] = row
     return vectors
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def candidate_line_idf(scorer: PassageScorer, passages: dict[str, list[Passage]]) -> list[float] | None:
