@@ -8,6 +8,7 @@ qualify candidates, inflection folding for single free tokens, and the routing-o
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Iterable, Sequence
 
@@ -72,7 +73,7 @@ class QueryUnit(msgspec.Struct, frozen=True):
         """Inflection-folded spellings; only single free tokens are folded."""
         if self.phrase or len(self.tokens) != 1:
             return (self.display,)
-        return tuple(inflection_variants(self.tokens[0]))
+        return _token_variants(self.tokens[0])
 
     @property
     def fts_expression(self) -> str:
@@ -282,6 +283,12 @@ def variants_expression(variants: Sequence[str]) -> str:
 def query_match_expression(units: Iterable[QueryUnit]) -> str:
     """Whole-query candidate expression: every unit expression joined by OR."""
     return " OR ".join(unit_match_expression(unit) for unit in units)
+
+
+@functools.lru_cache(maxsize=4096)
+def _token_variants(token: str) -> tuple[str, ...]:
+    """``inflection_variants`` as a tuple, once per token per process (units ask every time)."""
+    return tuple(inflection_variants(token))
 
 
 def inflection_variants(token: str) -> list[str]:

@@ -13,6 +13,7 @@ report the search's own truncation. Retrieved text is data, never instructions:
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterator
@@ -379,8 +380,39 @@ def line_similarities(ready: bool, query: str, said: list[str]) -> list[float]:
     model = load_model()
     if model is None:
         return []
-    vectors = model.embed([query, *said])
+    vectors = _unit_vectors(model, [query, *said])
     return [max(0.0, round(cosine, 6)) for cosine in (vectors[1:] @ vectors[0]).tolist()]
+
+
+MAX_CACHED_LINE_VECTORS = 8192  # 1 KiB each: at most 8 MiB per reader process
+_LINE_VECTORS: dict[tuple[int, bytes], Any] = {}
+
+
+def _unit_vectors(model: Any, texts: list[str]) -> Any:
+    """``model.embed(texts)``, each text's row embedded once per process: the same lines come
+    back question after question (a conversation's best lines), and a text's vector does not
+    depend on its batch (``embedding.Model._token_sums``), so a remembered row is the row a
+    fresh batch would give. Keyed by the model object and a digest of the text (the text
+    itself is not kept), never by the store: a write cannot change what a text embeds to.
+    Bounded: the memory is cleared when full."""
+    known = _LINE_VECTORS
+    keys = [(id(model), _digest(text)) for text in texts]
+    rows = [known.get(key) for key in keys]
+    missing = list(dict.fromkeys((key, text) for key, text, row in zip(keys, texts, rows) if row is None))
+    if missing:
+        fresh = dict(zip((key for key, _ in missing), model.embed([text for _, text in missing])))
+        if len(known) + len(missing) > MAX_CACHED_LINE_VECTORS:
+            known.clear()
+        known.update(fresh)
+        rows = [fresh[key] if row is None else row for key, row in zip(keys, rows)]
+    vectors = model.np.empty((len(texts), len(rows[0])), dtype=model.np.float32)
+    for i, row in enumerate(rows):
+        vectors[i] = row
+    return vectors
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def candidate_line_idf(scorer: PassageScorer, passages: dict[str, list[Passage]]) -> list[float] | None:

@@ -14,6 +14,7 @@ gives context.build every scored passage of an artifact's best-matching chunks. 
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -88,14 +89,17 @@ class PassageScorer:
 
     def counts(self, text: str) -> tuple[dict[int, int], int]:
         """How often each unit occurs in ``text``, and how many words ``text`` has."""
-        tokens = _TOKENS.findall(fold_text(text))
+        return self.folded_counts(folded_words(text))
+
+    def folded_counts(self, folded: str) -> tuple[dict[int, int], int]:
+        """``counts`` of a text given as its ``folded_words``."""
+        tokens = folded.split()  # a token holds no whitespace, so this gives the tokens back
         counts: dict[int, int] = {}
         for token in tokens:
             index = self.words.get(token)
             if index is not None:
                 counts[index] = counts.get(index, 0) + 1
         if self.phrases:
-            folded = " ".join(tokens)
             for index, pattern in self.phrases:
                 found = len(pattern.findall(folded))
                 if found:
@@ -117,6 +121,11 @@ def bm25_sum(weights: Sequence[float], counts: Iterable[tuple[int, int]], words:
 def _unit_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
     """A phrase over space-joined folded tokens."""
     return re.compile(r"(?<!\S)" + " ".join(map(re.escape, words)) + r"(?!\S)")
+
+
+def folded_words(text: str) -> str:
+    """The text's tokens, folded as the word index folds them, joined by single spaces."""
+    return " ".join(_TOKENS.findall(fold_text(text)))
 
 
 def fold_text(text: str) -> str:
@@ -164,12 +173,32 @@ def _cut_long(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
 
 def score_passages(data: bytes, start: int, end: int, scorer: PassageScorer) -> list[Passage]:
     passages = []
-    for s, e in passage_spans(data, start, end):
-        text = data[s:e].decode("utf-8", "replace")
-        counts, words = scorer.counts(text)
+    for s, e, text, folded in lined_passages(data, start, end):
+        counts, words = scorer.folded_counts(folded)
         passages.append(Passage(s, e, text, scorer.bm25(counts, words), frozenset(counts), words,
                                 tuple(sorted(counts.items()))))
     return passages
+
+
+MAX_LINED_CHUNKS = 1024  # a 4 KiB chunk's lines take about 10 KiB here: ≤ about 10 MiB
+_LINED: dict[tuple[bytes, int, int], tuple[tuple[int, int, str, str], ...]] = {}
+
+
+def lined_passages(data: bytes, start: int, end: int) -> tuple[tuple[int, int, str, str], ...]:
+    """(start, end, text, folded words) of each passage of ``data[start:end]``: what scoring a
+    passage needs that does not depend on the query, cut and folded once per process for the
+    same bytes (a conversation's chunks come back question after question). Keyed by a digest
+    of the bytes, so a write cannot make a remembered entry wrong; cleared when full."""
+    key = (hashlib.blake2b(data, digest_size=16).digest(), start, end)
+    lined = _LINED.get(key)
+    if lined is None:
+        lined = tuple((s, e, text, folded_words(text))
+                      for s, e in passage_spans(data, start, end)
+                      for text in (data[s:e].decode("utf-8", "replace"),))
+        if len(_LINED) >= MAX_LINED_CHUNKS:
+            _LINED.clear()
+        _LINED[key] = lined
+    return lined
 
 
 # ---------------------------------------------------------------------------------------------

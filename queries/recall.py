@@ -243,31 +243,37 @@ def _distinctive_values(tokens: frozenset[str]) -> frozenset[str]:
                      if "_" in t or any(ch.isdigit() for ch in t) or t in NEGATIONS)
 
 
-def _near_duplicate(tokens: frozenset[str], kept: frozenset[str]) -> bool:
+def _near_duplicate(tokens: frozenset[str], values: frozenset[str],
+                    kept: tuple[frozenset[str], frozenset[str]]) -> bool:
+    """Whether ``tokens`` (whose distinctive values are ``values``) nearly repeat a kept
+    claim's (tokens, distinctive values)."""
     if len(tokens) < NEAR_DUPLICATE_MIN_TOKENS:
         return False
-    if _distinctive_values(tokens) != _distinctive_values(kept):
+    kept_tokens, kept_values = kept
+    if values != kept_values:
         return False
-    union = tokens | kept
-    return bool(union) and len(tokens & kept) / len(union) >= NEAR_DUPLICATE_JACCARD
+    union = tokens | kept_tokens
+    return bool(union) and len(tokens & kept_tokens) / len(union) >= NEAR_DUPLICATE_JACCARD
 
 
 def collapse_duplicates(hits: Sequence[SearchHit], exempt: set[str]) -> list[SearchHit]:
-    """Drop exact and near duplicates of earlier claims, never conflict endpoints."""
+    """Drop exact and near duplicates of earlier claims, never conflict endpoints (each
+    claim's tokens and distinctive values are taken once, not once per pair)."""
     kept: list[SearchHit] = []
     seen_statements: set[str] = set()
-    kept_tokens: list[frozenset[str]] = []
+    kept_tokens: list[tuple[frozenset[str], frozenset[str]]] = []
     for hit in hits:
         normalized = _normalized_statement(hit.excerpt)
         tokens = _content_tokens(hit.excerpt)
+        values = _distinctive_values(tokens)
         if hit.entity_id not in exempt:
             if normalized in seen_statements:
                 continue
-            if any(_near_duplicate(tokens, other) for other in kept_tokens):
+            if any(_near_duplicate(tokens, values, other) for other in kept_tokens):
                 continue
         kept.append(hit)
         seen_statements.add(normalized)
-        kept_tokens.append(tokens)
+        kept_tokens.append((tokens, values))
     return kept
 
 

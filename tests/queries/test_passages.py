@@ -9,6 +9,7 @@ import pytest
 from memoree.projections.chunker import span_citation
 from memoree.projections.embedding import load_model
 from memoree.queries.analysis import analyze_query
+from memoree.queries import context_build, passages
 from memoree.queries.context_build import (
     OTHER_SPEAKER_SHARE,
     REPLY_SHARE,
@@ -27,6 +28,7 @@ from memoree.queries.passages import (
     Passage,
     PassageScorer,
     passage_spans,
+    score_passages,
 )
 from tests.conftest import Caller
 from tests.queries.test_search import claim, content_bytes, put, search
@@ -152,6 +154,26 @@ class TestSpeakers:
         assert painting > train >= 0.0
         assert [] == line_similarities(False, "What did Ann paint?", said)
 
+    def test_remembered_line_vectors_give_what_a_fresh_batch_gives(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Lines embedded by an earlier request (and lines new to this one) score exactly as one
+        fresh batch of the query and lines would; a full memory is cleared, not grown."""
+        model = load_model()
+        if model is None:
+            pytest.skip("the embedding model is not installed here")
+        monkeypatch.setattr(context_build, "MAX_CACHED_LINE_VECTORS", 4)
+        monkeypatch.setattr(context_build, "_LINE_VECTORS", {})
+        query = "What did Ann paint?"
+
+        def fresh(said: list[str]) -> list[float]:
+            vectors = model.embed([query, *said])
+            return [max(0.0, round(c, 6)) for c in (vectors[1:] @ vectors[0]).tolist()]
+
+        first = ["I painted a picture of the boat", "the train to the city was late again"]
+        assert fresh(first) == line_similarities(True, query, first)
+        again = [first[1], "Ann loves pottery", first[0], first[0]]
+        assert fresh(again) == line_similarities(True, query, again)
+        assert len(context_build._LINE_VECTORS) <= 4 + len(again)
+
 
 class TestEvidence:
     """Hits cite the matching passage, and context.build shows it with its exact span."""
@@ -247,3 +269,24 @@ class TestEvidence:
         markdown = result["rendered_markdown"]
         assert markdown.index("the colour orange") < markdown.index("## Retrieved claim")
         assert 1 == markdown.count(NEEDLE.strip())
+
+
+class TestLinedPassages:
+    """A chunk's lines are cut and folded once per process; scoring them is unchanged."""
+
+    def test_remembered_lines_score_as_freshly_cut_ones(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Scoring the same bytes twice, and other bytes between, gives each line the score
+        ``PassageScorer.score`` gives its text; a full memory is cleared, not grown."""
+        monkeypatch.setattr(passages, "MAX_LINED_CHUNKS", 1)
+        monkeypatch.setattr(passages, "_LINED", {})
+        scorer = PassageScorer(analyze_query("lighthouse keeper boat"), [1.5, 2.0, 0.5])
+        data = (TURNS + NEEDLE + REPLY + "Crème brûlée by the LIGHTHOUSE\n").encode()
+        other = b"the keeper's boat\nnothing here\n"
+        for chunk in (data, other, data):
+            scored = score_passages(chunk, 0, len(chunk), scorer)
+            spans = passage_spans(chunk, 0, len(chunk))
+            assert [(p.start, p.end) for p in scored] == spans
+            for passage in scored:
+                assert passage.text == chunk[passage.start:passage.end].decode()
+                assert (passage.score, passage.units) == scorer.score(passage.text)
+            assert len(passages._LINED) == 1
