@@ -8,6 +8,7 @@ exactly (§6.1), plus the span citation format those windows are re-anchored wit
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from itertools import accumulate
@@ -173,13 +174,15 @@ def term_occurrences(text: str, terms: Sequence[TermGroup]) -> list[tuple[int, i
     Words inside a term may be separated in the text by any run of non-word characters or `_`,
     as FTS5's tokenizer does: "cold start" also finds "Cold-Start".
     """
-    byte_offsets = [0, *accumulate(len(char.encode("utf-8")) for char in text)]
     found: list[tuple[int, int, int]] = []
     for index, group in enumerate(terms):
         for pattern in _term_patterns(group):
             for match in pattern.finditer(text):
                 if match.end() > match.start():
-                    found.append((byte_offsets[match.start()], byte_offsets[match.end()], index))
+                    found.append((match.start(), match.end(), index))
+    if not text.isascii():  # an ASCII text's character offsets are its byte offsets
+        byte_offsets = [0, *accumulate(len(char.encode("utf-8")) for char in text)]
+        found = [(byte_offsets[start], byte_offsets[end], index) for start, end, index in found]
     return sorted(set(found))[:MAX_TERM_OCCURRENCES]
 
 
@@ -231,13 +234,18 @@ def _should_merge(current: Span, next_end: int) -> bool:
 
 def _term_patterns(group: TermGroup) -> list[re.Pattern[str]]:
     spellings = [group] if isinstance(group, str) else list(group)
-    patterns = []
-    for spelling in spellings:
-        words = re.findall(r"[^\W_]+", spelling)
-        if words:
-            separator = r"[\W_]+"
-            patterns.append(re.compile(separator.join(map(re.escape, words)), re.IGNORECASE))
-    return patterns
+    patterns = (_spelling_pattern(spelling) for spelling in spellings)
+    return [pattern for pattern in patterns if pattern is not None]
+
+
+@functools.lru_cache(maxsize=4096)
+def _spelling_pattern(spelling: str) -> re.Pattern[str] | None:
+    """One spelling's pattern, compiled once per process: a request asks for a dozen spellings
+    per excerpt, more than `re`'s own cache of 512 patterns keeps across requests."""
+    words = re.findall(r"[^\W_]+", spelling)
+    if not words:
+        return None
+    return re.compile(r"[\W_]+".join(map(re.escape, words)), re.IGNORECASE)
 
 
 def _window_around(data: bytes, anchor: int, max_bytes: int) -> Span:

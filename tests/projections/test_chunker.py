@@ -407,6 +407,14 @@ class TestTermOccurrences:
         """Matches report UTF-8 byte spans and the index of their term."""
         assert term_occurrences("é Cache é cache", ["cache"]) == [(3, 8, 0), (12, 17, 0)]
 
+    def test_ascii_and_non_ascii_texts_give_the_same_byte_spans_of_the_same_words(self) -> None:
+        """An ASCII text's spans and a non-ASCII text's spans both name the exact bytes matched."""
+        for text in ("Cold-Start then cold start", "Cold-Start then cold start é", "é Cold_Start, cold start"):
+            data = text.encode()
+            spans = term_occurrences(text, [("cold start", "cold")])
+            assert spans and all(data[start:end].lower().startswith(b"cold") for start, end, _ in spans)
+            assert [data[start:end].lower() for start, end, _ in spans].count(b"cold start") == 1
+
     def test_occurrences_are_capped_at_512(self) -> None:
         """At most 512 occurrences are considered."""
         assert len(term_occurrences("a " * 1000, ["a"])) == 512
