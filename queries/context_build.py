@@ -13,7 +13,6 @@ report the search's own truncation. Retrieved text is data, never instructions:
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from memoree.projections.embedding import load_model
 from memoree.projections.records import OwnerContext
 from memoree.projections.text import floor_char_boundary
 
+from .memo import DigestMemo, text_digest
 from .passages import MAX_PASSAGE_BYTES, Passage, PassageScorer, bm25_sum, chunk_bytes
 from .recall import ConflictSummary, evidence_citation, open_conflicts
 from .risk import hit_risk_signals
@@ -384,8 +384,7 @@ def line_similarities(ready: bool, query: str, said: list[str]) -> list[float]:
     return [max(0.0, round(cosine, 6)) for cosine in (vectors[1:] @ vectors[0]).tolist()]
 
 
-MAX_CACHED_LINE_VECTORS = 8192  # 1 KiB each: at most 8 MiB per reader process
-_LINE_VECTORS: dict[tuple[int, bytes], Any] = {}
+_LINE_VECTORS: DigestMemo[Any] = DigestMemo(8192)  # 1 KiB a row: at most 8 MiB per reader process
 
 
 def _unit_vectors(model: Any, texts: list[str]) -> Any:
@@ -394,25 +393,19 @@ def _unit_vectors(model: Any, texts: list[str]) -> Any:
     depend on its batch (``embedding.Model._token_sums``), so a remembered row is the row a
     fresh batch would give. Keyed by the model object and a digest of the text (the text
     itself is not kept), never by the store: a write cannot change what a text embeds to.
-    Bounded: the memory is cleared when full."""
-    known = _LINE_VECTORS
-    keys = [(id(model), _digest(text)) for text in texts]
-    rows = [known.get(key) for key in keys]
+    Bounded (``queries.memo``)."""
+    keys = [(id(model), text_digest(text)) for text in texts]
+    rows = [_LINE_VECTORS.get(key) for key in keys]
     missing = list(dict.fromkeys((key, text) for key, text, row in zip(keys, texts, rows) if row is None))
     if missing:
         fresh = dict(zip((key for key, _ in missing), model.embed([text for _, text in missing])))
-        if len(known) + len(missing) > MAX_CACHED_LINE_VECTORS:
-            known.clear()
-        known.update(fresh)
+        for key, row in fresh.items():
+            _LINE_VECTORS.put(key, row)
         rows = [fresh[key] if row is None else row for key, row in zip(keys, rows)]
     vectors = model.np.empty((len(texts), len(rows[0])), dtype=model.np.float32)
     for i, row in enumerate(rows):
         vectors[i] = row
     return vectors
-
-
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def candidate_line_idf(scorer: PassageScorer, passages: dict[str, list[Passage]]) -> list[float] | None:

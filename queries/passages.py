@@ -14,7 +14,6 @@ gives context.build every scored passage of an artifact's best-matching chunks. 
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from memoree.projections.text import floor_char_boundary
 from .analysis import AnalyzedQuery
 from .candidates import Candidate
 from .chunk_probe import clear_probe, fill_probe, probe_matching
+from .memo import DigestMemo, text_digest
 
 __all__ = ["Passage", "PassageScorer", "artifact_passages", "attach_citations", "bm25_sum", "claim_citation"]
 
@@ -180,24 +180,20 @@ def score_passages(data: bytes, start: int, end: int, scorer: PassageScorer) -> 
     return passages
 
 
-MAX_LINED_CHUNKS = 1024  # a 4 KiB chunk's lines take about 10 KiB here: ≤ about 10 MiB
-_LINED: dict[tuple[bytes, int, int], tuple[tuple[int, int, str, str], ...]] = {}
+_LINED: DigestMemo[tuple[tuple[int, int, str, str], ...]] = DigestMemo(1024)  # ~10 KiB a chunk
 
 
 def lined_passages(data: bytes, start: int, end: int) -> tuple[tuple[int, int, str, str], ...]:
     """(start, end, text, folded words) of each passage of ``data[start:end]``: what scoring a
     passage needs that does not depend on the query, cut and folded once per process for the
     same bytes (a conversation's chunks come back question after question). Keyed by a digest
-    of the bytes, so a write cannot make a remembered entry wrong; cleared when full."""
-    key = (hashlib.blake2b(data, digest_size=16).digest(), start, end)
+    of the bytes (``queries.memo``)."""
+    key = (text_digest(data), start, end)
     lined = _LINED.get(key)
     if lined is None:
-        lined = tuple((s, e, text, folded_words(text))
-                      for s, e in passage_spans(data, start, end)
-                      for text in (data[s:e].decode("utf-8", "replace"),))
-        if len(_LINED) >= MAX_LINED_CHUNKS:
-            _LINED.clear()
-        _LINED[key] = lined
+        lined = _LINED.put(key, tuple((s, e, text, folded_words(text))
+                                      for s, e in passage_spans(data, start, end)
+                                      for text in (data[s:e].decode("utf-8", "replace"),)))
     return lined
 
 

@@ -10,9 +10,10 @@ hidden or bidi characters as a signal of their own. An empty list is never a saf
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 import unicodedata
+
+from .memo import DigestMemo, text_digest
 
 INSTRUCTION_OVERRIDE = "instruction_override_language"
 ROLE_SPOOFING = "role_spoofing_language"
@@ -71,20 +72,17 @@ def risk_signals(text: str) -> list[str]:
     """Sorted, de-duplicated signal names for `text`."""
     if text.isascii():
         return _ascii_signals(text)
-    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    key = text_digest(text)
     signals = _UNICODE_SIGNALS.get(key)
     if signals is None:
-        if len(_UNICODE_SIGNALS) >= MAX_REMEMBERED_TEXTS:
-            _UNICODE_SIGNALS.clear()
-        signals = _UNICODE_SIGNALS[key] = tuple(_unicode_signals(text))
+        signals = _UNICODE_SIGNALS.put(key, tuple(_unicode_signals(text)))
     return list(signals)
 
 
 # Folding a non-ASCII text (NFKC, NFKD, marks, lookalikes) costs about a millisecond for a
 # session's excerpt, and the same excerpts come back question after question: their signals
 # are remembered per process by a digest of the text (the answer depends on the text alone).
-MAX_REMEMBERED_TEXTS = 2048
-_UNICODE_SIGNALS: dict[bytes, tuple[str, ...]] = {}
+_UNICODE_SIGNALS: DigestMemo[tuple[str, ...]] = DigestMemo(2048)
 
 
 def _unicode_signals(text: str) -> list[str]:

@@ -182,14 +182,15 @@ class Writer(threading.Thread):
         if not lag:
             self.lagging_since = None
         elif lag >= CATCH_UP_LAG_EVENTS or now - self.lagging_since >= CATCH_UP_LAG_S:
-            self._catch_up()
+            self._catch_up(known_lag=lag)
 
-    def _catch_up(self) -> bool:
+    def _catch_up(self, known_lag: int | None = None) -> bool:
         """One slice of the vectors' catch-up; the lag clock restarts after each slice. Returns
         whether more is left to do now (a failure waits ``CATCH_UP_RETRY_S``). A lag that was only
-        presumed (``_bound_the_lag``) and is found level ends here: nothing written, nothing synced."""
+        presumed (``_bound_the_lag``) and is found level ends here: nothing written, nothing synced.
+        ``known_lag`` is a lag the caller has just looked up (not asked again)."""
         try:
-            if not self.service.engine.vectors_lag():
+            if not (known_lag if known_lag is not None else self.service.engine.vectors_lag()):
                 self.lag_estimate, self.lagging_since = 0, None
                 return False
         except BaseException as exc:  # noqa: BLE001 - the catch-up must never take the writer down

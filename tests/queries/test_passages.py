@@ -9,6 +9,7 @@ import pytest
 from memoree.projections.chunker import span_citation
 from memoree.projections.embedding import load_model
 from memoree.queries.analysis import analyze_query
+from memoree.queries.memo import DigestMemo
 from memoree.queries import context_build, passages
 from memoree.queries.context_build import (
     OTHER_SPEAKER_SHARE,
@@ -160,8 +161,7 @@ class TestSpeakers:
         model = load_model()
         if model is None:
             pytest.skip("the embedding model is not installed here")
-        monkeypatch.setattr(context_build, "MAX_CACHED_LINE_VECTORS", 4)
-        monkeypatch.setattr(context_build, "_LINE_VECTORS", {})
+        monkeypatch.setattr(context_build, "_LINE_VECTORS", DigestMemo(4))
         query = "What did Ann paint?"
 
         def fresh(said: list[str]) -> list[float]:
@@ -277,8 +277,7 @@ class TestLinedPassages:
     def test_remembered_lines_score_as_freshly_cut_ones(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Scoring the same bytes twice, and other bytes between, gives each line the score
         ``PassageScorer.score`` gives its text; a full memory is cleared, not grown."""
-        monkeypatch.setattr(passages, "MAX_LINED_CHUNKS", 1)
-        monkeypatch.setattr(passages, "_LINED", {})
+        monkeypatch.setattr(passages, "_LINED", DigestMemo(1))
         scorer = PassageScorer(analyze_query("lighthouse keeper boat"), [1.5, 2.0, 0.5])
         data = (TURNS + NEEDLE + REPLY + "Crème brûlée by the LIGHTHOUSE\n").encode()
         other = b"the keeper's boat\nnothing here\n"
