@@ -45,6 +45,7 @@ from .search import (
     run_search,
     run_semantic,
 )
+from .soft_match import SoftMatcher, query_terms
 
 __all__ = ["ContextBuildResult", "ManifestItem", "blockquote", "context_build", "render"]
 
@@ -66,6 +67,7 @@ OTHER_SPEAKER_SHARE = 0.5
 MEANING_WEIGHT = 2.0
 REPLY_SHARE = 0.3
 MAX_WEIGHED_LINES = 32
+MAX_SOFT_ITEMS = 64
 ELLIPSIS = "…"
 
 
@@ -304,7 +306,43 @@ def evidence_items(run: SearchRun, query: str = "") -> list[_Item]:
         for order, (score, passage) in enumerate(scored):
             items.append(_Item(score, rank, order, hit, passage))
     items.sort(key=lambda item: (-item.score, item.rank, item.order))
+    head = softly_covered(run, items[:MAX_SOFT_ITEMS], line_idf)
+    if head is not None:
+        head.sort(key=lambda item: (-item.score, item.rank, item.order))
+        items[:MAX_SOFT_ITEMS] = head
     return items
+
+
+def softly_covered(run: SearchRun, items: list[_Item], line_idf: list[float] | None) -> list[_Item] | None:
+    """Each item's score times its soft coverage of the query (``queries.soft_match``: the
+    IDF-weighted mean, over the query's content words, of each word's best cosine with a word of
+    the item), with the dense channel ready; ``None`` otherwise (or with no content word).
+
+    Words make an item a candidate and set its scale; how near its words come to all of the
+    question's orders the candidates: a line that holds one rare query word and nothing near the
+    others falls below one whose other words are near the rest of the question (measured on
+    LoCoMo: coverage as the hard share of the words themselves lowers the figure instead).
+    ``evidence_items`` rescores only the ``MAX_SOFT_ITEMS`` best by words: the bound on the work
+    (the items below follow in their order; what 2,000 bytes show comes from far above them)."""
+    scorer = run.scorer
+    if scorer is None or not items or run.semantic is None or run.semantic.state != "ready":
+        return None
+    model = load_model()
+    if model is None:
+        return None
+    idf = line_idf if line_idf is not None else scorer.idf
+    terms: dict[str, float] = {}
+    for index, unit in enumerate(run.analysis.units):
+        if not unit.phrase and len(unit.tokens) == 1:
+            for term in query_terms(unit.tokens):
+                terms.setdefault(term, idf[index])
+    if not terms:
+        return None
+    texts = [line_speaker(item.passage.text)[1] if item.passage is not None else item.hit.excerpt
+             for item in items]
+    coverage = SoftMatcher(model, list(terms), list(terms.values())).coverage(texts)
+    return [_Item(round(item.score * share, 12), item.rank, item.order, item.hit, item.passage)
+            for item, share in zip(items, coverage)]
 
 
 def line_speaker(text: str) -> tuple[str | None, str]:
