@@ -158,3 +158,53 @@ class TestConflictsAndManifest:
     def test_negative_budgets_are_invalid(self, call: Caller) -> None:
         """max_bytes must not be negative."""
         assert "INVALID_REQUEST" == call("context.build", {"query": "x", "max_bytes": -1})["error"]["code"]
+
+
+class TestSoftCoverage:
+    """With the dense channel ready, candidates are ordered by how near their words come to the
+    whole question (``queries.soft_match``); with it off the answer is the lexical one."""
+
+    QUERY = "Which hobby does Ann enjoy on weekends?"
+    CHORES = "Ann: weekends, weekends: laundry and bills on weekends"
+    PASTIME = "Ann: on weekends I paint landscapes and go hiking, my favourite pastime these days"
+
+    def seed(self, call: Caller) -> None:
+        put(call, self.CHORES, title="first note")
+        put(call, self.PASTIME, title="second note")
+
+    def first_line(self, call: Caller, **fields: Any) -> str:
+        markdown = build(call, self.QUERY, max_bytes=2000, **fields)["rendered_markdown"]
+        return min((self.CHORES, self.PASTIME), key=lambda line: markdown.find(line) % len(markdown))
+
+    def test_the_line_near_the_question_goes_first_and_only_by_soft_coverage(
+            self, call: Caller, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Both lines hold "weekends" (the shorter one three times); the longer one, about
+        painting and hiking, comes nearer "hobby" and "enjoy" and is shown first; without the
+        soft coverage the shorter one is."""
+        from memoree.projections.embedding import load_model
+        from memoree.queries import context_build
+
+        if load_model() is None:
+            pytest.skip("the embedding model is not installed here")
+        self.seed(call)
+        assert self.PASTIME == self.first_line(call)
+        monkeypatch.setattr(context_build, "MAX_SOFT_ITEMS", 0)
+        assert self.CHORES == self.first_line(call)
+
+    def test_the_channel_off_per_request_gives_the_lexical_answer(
+            self, call: Caller, monkeypatch: pytest.MonkeyPatch) -> None:
+        """semantic.enabled=false answers exactly as a store without the model does."""
+        from memoree.projections import embedding
+
+        self.seed(call)
+        request = {"query": self.QUERY, "max_bytes": 2000, "recency": {"enabled": False}}
+        off = call.ok("context.build", {**request, "semantic": {"enabled": False}})["result"]
+        monkeypatch.setenv(embedding.DISABLE_ENV, "off")
+        embedding._probe.cache_clear()
+        try:
+            lexical = call.ok("context.build", request)["result"]
+        finally:
+            monkeypatch.delenv(embedding.DISABLE_ENV)
+            embedding._probe.cache_clear()
+        assert off["rendered_markdown"] == lexical["rendered_markdown"]
+        assert off["manifest"] == lexical["manifest"] and "disabled" == off["semantic"]["state"]
