@@ -17,6 +17,7 @@ a store. Nothing here is imported on the ``memoree call`` path; numpy comes with
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,14 +61,16 @@ def query_terms(words: Sequence[str]) -> list[str]:
 
 
 class _Lexicon:
-    """Each word's unit vector (a row of one growing matrix), embedded once per process."""
+    """Each word's unit vector (a row of one growing matrix), embedded once per process. Rows
+    are read under ``lock``: a thread that clears or grows the lexicon never hands another a
+    row of the wrong word."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
         self.np = model.np
         self.rows: dict[str, int] = {}
         self.matrix = self.np.zeros((1024, model.table.shape[1]), dtype=self.np.float32)
-        self.generation = 0
+        self.lock = threading.Lock()
 
     def ids(self, words: Sequence[str]) -> Any:
         """The rows of ``words`` (embedding the new ones), as an int array."""
@@ -75,11 +78,11 @@ class _Lexicon:
         if missing:
             if len(self.rows) + len(missing) > MAX_WORDS:
                 self.rows.clear()
-                self.generation += 1
                 missing = list(dict.fromkeys(words))
             needed = len(self.rows) + len(missing)
             if needed > self.matrix.shape[0]:
-                grown = self.np.zeros((max(needed, 2 * self.matrix.shape[0]), self.matrix.shape[1]),
+                size = max(needed, min(2 * self.matrix.shape[0], MAX_WORDS))
+                grown = self.np.zeros((size, self.matrix.shape[1]),
                                       dtype=self.np.float32)
                 grown[:len(self.rows)] = self.matrix[:len(self.rows)]
                 self.matrix = grown
@@ -133,11 +136,13 @@ class SoftMatcher:
         distinct = list(dict.fromkeys(flat))
         local = {word: i for i, word in enumerate(distinct)}
         lexicon = _lexicon(self.model)
-        rows = lexicon.ids([*self.terms, *distinct])  # one call: a reset inside keeps them all valid
-        term_rows, word_rows = rows[:len(self.terms)], rows[len(self.terms):]
+        with lexicon.lock:
+            rows = lexicon.ids([*self.terms, *distinct])  # one call: a reset inside keeps them all valid
+            term_vectors = lexicon.matrix[rows[:len(self.terms)]]
+            word_vectors = lexicon.matrix[rows[len(self.terms):]]
         # einsum, not a BLAS product: a few terms against a few hundred words is too small a
         # product for threads, which cost milliseconds on a busy machine (measured).
-        cosines = np.einsum("ij,kj->ik", lexicon.matrix[word_rows], lexicon.matrix[term_rows])
+        cosines = np.einsum("ij,kj->ik", word_vectors, term_vectors)
         occurrences = cosines[np.fromiter((local[w] for w in flat), dtype=np.intp, count=len(flat))]
         lengths = np.fromiter((len(w) for w in words), dtype=np.intp, count=len(words))
         filled = lengths > 0

@@ -73,3 +73,20 @@ class TestMatching:
         small = matcher.coverage(["hiking boots and tents", line])[1]
         soft_match._LEXICONS.clear()
         assert alone == batch == small
+
+    def test_threads_matching_at_once_get_what_one_thread_gets(
+            self, model, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+        """Four threads share the word memory while it is cleared over and over (a bound of 8
+        words): each text's figure is the one a lone call gives."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        matcher = SoftMatcher(model, ["painting", "weekend"], [1.0, 2.0])
+        texts = [f"{a} and {b} on sunday" for a in ("art", "laundry", "hiking", "bills", "museum")
+                 for b in ("saturday", "trains", "canvas", "music")]
+        expected = [matcher.coverage([text])[0] for text in texts]
+        monkeypatch.setattr(soft_match, "MAX_WORDS", 8)
+        soft_match._LEXICONS.clear()
+        with ThreadPoolExecutor(4) as pool:
+            found = list(pool.map(lambda i: matcher.coverage([texts[i % len(texts)]])[0], range(400)))
+        soft_match._LEXICONS.clear()
+        assert [expected[i % len(texts)] for i in range(400)] == found
