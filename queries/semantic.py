@@ -94,9 +94,11 @@ def _membership(conn: Any, table: Table, analysis: AnalyzedQuery, matches: UnitM
 def _nearest_visible(conn: Any, index: Any, target: DenseTable, analysis: AnalyzedQuery,
                      query_vector: Any, known: dict[tuple[str, str], Candidate],
                      wanted: int, floor: float = 0.0,
-                     nearest_floor: float = dense.MIN_CANDIDATE_COSINE) -> list[tuple[Candidate, dense.DenseHit]]:
+                     nearest_floor: float = dense.MIN_CANDIDATE_COSINE,
+                     check_words: bool = True) -> list[tuple[Candidate, dense.DenseHit]]:
     """The ``wanted`` nearest documents (at least ``nearest_floor`` near) the filters let this
-    request see, nearest first; a document already a candidate is returned as that candidate."""
+    request see, nearest first; a document already a candidate is returned as that candidate.
+    ``check_words=False``: the new ones' lexical units are not looked up (they are only judged)."""
     # Documents already in the pool passed the filters; only the others need the owner join.
     pooled = {c.doc_id: c for c in target.pool}
     asked = wanted * FIRST_ASK_FACTOR
@@ -111,6 +113,8 @@ def _nearest_visible(conn: Any, index: Any, target: DenseTable, analysis: Analyz
             break
         asked *= 2
     chosen = [(known.get(c.key, c), by_doc[c.doc_id]) for c in found]
+    if not check_words:
+        return chosen
     # Without the table's match lists each unit costs a lookup: check only those near enough
     # (``floor``) for their words to matter to acceptance.
     _membership(conn, target.table, analysis, target.matches,
@@ -175,8 +179,8 @@ def _judge_claims(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, qu
                                           and hit.similarity >= dense.CLAIM_ACCEPT_COSINE])
     accepted = [ok or c.key in sourced for (c, _), ok in zip(claims, accepted)]
     if claims and not any(accepted) and not _answered_by_words(claims, by_type):
-        chosen = _soft_choice(conn, index, query, analysis, query_vector, claims_table, claims, known,
-                              _first_by_words(by_type["claim"].pool) if "claim" in by_type else None)
+        chosen = _soft_choice(conn, index, query, analysis, query_vector, claims_table, sources_table, claims,
+                              known, _first_by_words(by_type["claim"].pool) if "claim" in by_type else None)
         accepted = [ok or c is chosen for (c, _), ok in zip(claims, accepted)]
     if "claim" in by_type:
         _mark(by_type["claim"].pool, known, [(c, hit, ok) for (c, hit), ok in zip(claims, accepted)][:wanted])
@@ -193,8 +197,9 @@ def _answered_by_words(claims: Sequence[tuple[Candidate, dense.DenseHit]],
 
 
 def _soft_choice(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, query_vector: Any,
-                 claims_table: DenseTable, near: Sequence[tuple[Candidate, dense.DenseHit]],
-                 known: dict[tuple[str, str], Candidate], first_by_words: Candidate | None) -> Candidate | None:
+                 claims_table: DenseTable, sources_table: DenseTable,
+                 near: Sequence[tuple[Candidate, dense.DenseHit]], known: dict[tuple[str, str], Candidate],
+                 first_by_words: Candidate | None) -> Candidate | None:
     """The near claim that the question's own words point to (``queries.soft_terms``), when a
     second channel agrees: first by soft term match over the judged claims, ahead of the next by
     ``SOFT_ACCEPT_MARGIN``, and also the nearest claim by the whole question's meaning or the
@@ -208,12 +213,13 @@ def _soft_choice(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, que
     if len(judged) < CLAIM_POOL_FLOOR:
         seen = {c.key for c in judged}
         judged += [c for c, _ in _nearest_visible(conn, index, claims_table, analysis, query_vector, known,
-                                                   CLAIM_POOL_FLOOR, 1.0, -1.0) if c.key not in seen]
+                                                   CLAIM_POOL_FLOOR, nearest_floor=-1.0, check_words=False)
+                   if c.key not in seen]
     if first_by_words is not None and all(c is not first_by_words for c in judged):
         judged.append(first_by_words)
     if len(judged) < 2:
         return None
-    scores = soft_terms.soft_scores(terms, _claim_texts(conn, judged), [c.typo_units for c in judged])
+    scores = soft_terms.soft_scores(terms, _claim_texts(conn, sources_table, judged), [c.typo_units for c in judged])
     order = sorted(range(len(judged)), key=lambda i: -scores[i])
     if scores[order[0]] - scores[order[1]] < SOFT_ACCEPT_MARGIN:
         return None
@@ -223,11 +229,14 @@ def _soft_choice(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, que
     return chosen if chosen is near[0][0] or chosen is first_by_words else None
 
 
-def _claim_texts(conn: Any, claims: Sequence[Candidate]) -> list[str]:
-    """Each claim's statement with the title and cited text of its evidence (each cited span
-    read up to ``EVIDENCE_TEXT_BYTES``; a reference without a span, its text's start)."""
+def _claim_texts(conn: Any, sources: DenseTable, claims: Sequence[Candidate]) -> list[str]:
+    """Each claim's statement with the title and cited text of its evidence that this request
+    sees (each cited span read up to ``EVIDENCE_TEXT_BYTES``; a reference without a span, its
+    text's start): nothing outside the caller's horizon is scored into an answer."""
+    visible = _visible_revisions(conn, sources, {ref["revision_id"] for c in claims
+                                                 for ref in c.evidence[:EVIDENCE_REFS] if ref.get("revision_id")})
     refs = [(i, ref["revision_id"], ref.get("start_byte"), ref.get("end_byte"))
-            for i, c in enumerate(claims) for ref in c.evidence[:EVIDENCE_REFS] if ref.get("revision_id")]
+            for i, c in enumerate(claims) for ref in c.evidence[:EVIDENCE_REFS] if ref.get("revision_id") in visible]
     found: dict[int, list[str]] = {}
     if refs:
         values = ",".join("(?,?,?,?,?)" for _ in refs)
@@ -241,6 +250,20 @@ def _claim_texts(conn: Any, claims: Sequence[Candidate]) -> list[str]:
                 f"ORDER BY refs.k", params):
             found.setdefault(i, []).append(f"{title}\n{bytes(text).decode('utf-8', 'ignore')}")
     return ["\n".join([c.statement, *found.get(i, [])]) for i, c in enumerate(claims)]
+
+
+def _visible_revisions(conn: Any, sources: DenseTable, revisions: set[str]) -> set[str]:
+    """Which of these artifact revisions the request's filters let it see."""
+    if not revisions:
+        return set()
+    ordered = sorted(revisions)
+    marks = ",".join("?" * len(ordered))
+    doc_ids = sorted(row[0] for row in conn.execute(
+        f"SELECT doc_id FROM artifact_search_text WHERE revision_id IN ({marks})", ordered))
+    pooled = {c.doc_id: c.revision_id for c in sources.pool}
+    seen = {pooled[d] for d in doc_ids if d in pooled}
+    rest = [d for d in doc_ids if d not in pooled]
+    return seen | {c.revision_id for c in visible_rows(conn, sources.table, sources.filters, rest, len(rest))}
 
 
 def _shared_words(c: Candidate) -> list[str]:

@@ -18,6 +18,7 @@ so each claim text's word rows are remembered by the text's digest (``queries.me
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -55,13 +56,19 @@ def query_terms(query: str) -> QueryTerms | None:
     """The question's content words (none of them a stopword or inside an identifier), or
     ``None`` where it has none or no model is loaded."""
     model = load_model()
-    if model is None:
-        return None
+    return None if model is None else _query_terms(model, query)
+
+
+@functools.lru_cache(maxsize=256)
+def _query_terms(model: Any, query: str) -> QueryTerms | None:
+    """Once per distinct question per process (recall, then context.build, ask the same one)."""
     pieces = " ".join(piece for piece in query.split() if not is_identifier_like(piece))
     words = [w for w in _words(pieces, MAX_QUERY_TERMS * 2) if w not in STOPWORDS][:MAX_QUERY_TERMS]
     if not words:
         return None
     rows, weights = model.embed_terms(words)
+    rows.setflags(write=False)
+    weights.setflags(write=False)
     return QueryTerms(tuple(words), rows, weights, tuple(_negating(w) for w in words))
 
 
@@ -93,21 +100,28 @@ def soft_scores(terms: QueryTerms, texts: Sequence[str],
     "finalized"); they count 0 there: their embeddings share a token, not a meaning."""
     model = load_model()
     np = model.np
+    entries = [_text_rows(model, text) for text in texts]
     total = float(terms.weights.sum())
-    scores = []
-    for i, text in enumerate(texts):
-        positions, rows = _text_rows(model, text)
-        if not positions or total <= 0.0:
-            scores.append(0.0)
+    filled = [i for i, (positions, _) in enumerate(entries) if positions]
+    if not filled or total <= 0.0:
+        return [0.0] * len(texts)
+    starts = np.cumsum([0] + [len(entries[i][0]) for i in filled[:-1]])
+    # One product for every text's words; einsum sums each entry on its own, so a text's
+    # scores never depend on the texts judged beside it.
+    near = np.einsum("ij,kj->ik", np.concatenate([entries[i][1] for i in filled]), terms.rows)
+    negating = frozenset().union(*terms.negations)
+    for start, i in zip(starts, filled):
+        positions = entries[i][0]
+        if negating.isdisjoint(positions):
             continue
-        near = rows @ terms.rows.T  # (text words, query terms)
         for column, negations in enumerate(terms.negations):
             for word in negations.intersection(positions):
-                near[positions[word], column] = 0.0
-        best = np.maximum(near.max(axis=0), 0.0)
-        spelled = {w.casefold() for w in by_spelling[i]} if i < len(by_spelling) else set()
-        for column, word in enumerate(terms.words):
-            if word in spelled:
-                best[column] = 0.0
-        scores.append(round(float((best * terms.weights).sum()) / total, 6))
+                near[start + positions[word], column] = 0.0
+    best = np.maximum(np.maximum.reduceat(near, starts, axis=0), 0.0)
+    scores = [0.0] * len(texts)
+    for row, i in enumerate(filled):
+        spelled = {w.casefold() for w in by_spelling[i]} if i < len(by_spelling) else ()
+        weights = terms.weights if not spelled else terms.weights * np.array(
+            [word not in spelled for word in terms.words], dtype=terms.weights.dtype)
+        scores[i] = round(float(best[row] @ weights) / total, 6)
     return scores

@@ -54,3 +54,13 @@ def test_a_word_matched_only_by_its_spelling_counts_nothing() -> None:
     """A question word that the typo channel matched by spelling ("final" in "finalized") scores 0 there."""
     assert score("final approval", "finalized approval", ("final",)) < score("final approval", "finalized approval")
     assert 0.0 == score("final", "finalized contracts", ("final",))
+
+
+def test_a_texts_score_does_not_depend_on_the_texts_beside_it() -> None:
+    """Scored alone or among others, in any order, a text gets the same score."""
+    terms = query_terms("Did the experimental build get smaller?")
+    texts = ["The size experiment reduced the bundle.", "", "Invoices are stored in PostgreSQL.",
+             "Deploys are frozen on Fridays."]
+    together = soft_scores(terms, texts)
+    assert [soft_scores(terms, [text])[0] for text in texts] == together
+    assert together[::-1] == soft_scores(terms, texts[::-1]) and 0.0 == together[1]
