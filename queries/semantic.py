@@ -9,7 +9,10 @@ any other candidate's, so fusion and qualification treat them alike. Acceptance 
 is near only through a word it shares with the query, exactly or by the typo channel's fuzzy
 match), plus the two channels' agreement: a near
 claim whose cited source qualifies by its words; the sources a qualifying near claim cites (they
-join as candidates even when other documents are nearer); the artifact both channels put first.
+join as candidates even when other documents are nearer); the artifact both channels put first;
+and, where none of that and no claim's words qualify, the claim the question's own words point
+to word by word (``queries.soft_terms``, over its statement and the evidence this request sees)
+when a second channel (the whole question's nearest claim, or the lexical first) agrees.
 Anything else the channel finds is an unqualified lead. A dense-only artifact hit cites the exact
 passage whose meaning matched (or the span its claim quotes).
 
