@@ -84,6 +84,13 @@ class Model:
         """One unit vector per text (all zeros for a text with no tokens), float32 ``(n, 256)``."""
         return self._normalized(self._token_sums(texts))
 
+    def embed_terms(self, words: list[str]) -> tuple[Any, Any]:
+        """(unit rows, lengths) of single words: a word's summed token rows are how far it
+        moves a text's sum, so their length is the model's own weight for the word."""
+        sums = self._token_sums(words)
+        lengths = self.np.sqrt(self.np.einsum("ij,ij->i", sums, sums))
+        return self._normalized(sums), lengths
+
     def embed_documents(self, documents: list[tuple[str, list[str]]]) -> Any:
         """For each (title, passages): the title's unit vector, then each passage's read under
         the title (the title's token rows added to the passage's), all tokenized in one batch

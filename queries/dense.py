@@ -14,6 +14,8 @@ same register close together (calibrated on the Memoree v2 paraphrase and honest
 * a claim qualifies when it is the single clear nearest claim (similarity at least
   ``CLAIM_ACCEPT_COSINE`` and ahead of the next visible claim by ``CLAIM_ACCEPT_MARGIN``), or
   when it is nearly a restatement of the query (``CLAIM_STRONG_COSINE``);
+* where neither holds and no claim qualifies by its words, ``queries.semantic`` may still accept
+  the claim a word-by-word judgement (``queries.soft_terms``) and a second channel agree on;
 * an artifact qualifies by meaning only as the cited evidence of a near claim that qualifies
   (by meaning, or by its words), while itself at least ``MIN_CANDIDATE_COSINE`` near the query.
   An artifact that is merely near is a lead (an unqualified candidate), never an answer.
@@ -270,12 +272,14 @@ def prefiltered(np: Any, rows: _Rows, query: Any, axis: Any, keep: int) -> Any:
     return np.flatnonzero(distance <= kth)  # ties kept whole: the set is deterministic
 
 
-def _ranked_documents(np: Any, rows: _Rows, positions: Any, scores: Any, wanted: int) -> list[DenseHit]:
-    """Each document's best row, best first (ties: newer document first, then earlier passage),
-    at most ``wanted`` documents, from the best ``ROWS_PER_DOCUMENT × wanted`` rows only."""
+def _ranked_documents(np: Any, rows: _Rows, positions: Any, scores: Any, wanted: int,
+                      floor: float = MIN_CANDIDATE_COSINE) -> list[DenseHit]:
+    """Each document's best row at or above ``floor``, best first (ties: newer document first,
+    then earlier passage), at most ``wanted`` documents, from the best ``ROWS_PER_DOCUMENT ×
+    wanted`` rows only."""
     if rows.count == 0:
         return []
-    keep = scores >= MIN_CANDIDATE_COSINE
+    keep = scores >= floor
     positions, scores = positions[keep], scores[keep]
     top = ROWS_PER_DOCUMENT * wanted
     if len(scores) > top:
@@ -316,12 +320,14 @@ def _scaled_embedding(model: Any, text: str) -> Any:
     return vector
 
 
-def dense_hits(index: _Index, entity_type: str, query_vector: Any, wanted: int) -> list[DenseHit]:
-    """The ``wanted`` nearest documents of ``entity_type`` at or above the candidate floor."""
+def dense_hits(index: _Index, entity_type: str, query_vector: Any, wanted: int,
+               floor: float = MIN_CANDIDATE_COSINE) -> list[DenseHit]:
+    """The ``wanted`` nearest documents of ``entity_type`` at or above ``floor`` (by default
+    the candidate floor)."""
     model = load_model()
     rows = index.artifacts if entity_type == "artifact" else index.claims
     positions, scores = _similarities(model.np, rows, query_vector, model.common_axis)
-    return _ranked_documents(model.np, rows, positions, scores, wanted)
+    return _ranked_documents(model.np, rows, positions, scores, wanted, floor)
 
 
 def unmatched_similarity(query: str, matched_terms: list[str], hit: DenseHit) -> float:

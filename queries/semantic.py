@@ -9,7 +9,10 @@ any other candidate's, so fusion and qualification treat them alike. Acceptance 
 is near only through a word it shares with the query, exactly or by the typo channel's fuzzy
 match), plus the two channels' agreement: a near
 claim whose cited source qualifies by its words; the sources a qualifying near claim cites (they
-join as candidates even when other documents are nearer); the artifact both channels put first.
+join as candidates even when other documents are nearer); the artifact both channels put first;
+and, where none of that and no claim's words qualify, the claim the question's own words point
+to word by word (``queries.soft_terms``, over its statement and the evidence this request sees)
+when a second channel (the whole question's nearest claim, or the lexical first) agrees.
 Anything else the channel finds is an unqualified lead. A dense-only artifact hit cites the exact
 passage whose meaning matched (or the span its claim quotes).
 
@@ -28,7 +31,7 @@ from typing import Any
 from memoree.projections.chunker import CHUNKER_VERSION, span_citation
 from memoree.projections.embedding import model_status
 
-from . import dense
+from . import dense, soft_terms
 from .analysis import AnalyzedQuery
 from .candidates import (
     TABLES,
@@ -52,6 +55,11 @@ VOUCHED_MEMO = 16
 _VOUCHED: dict[tuple[Any, ...], tuple[Any, list[dict[str, Any]]]] = {}
 _MEMO_LOCK = threading.Lock()
 FIRST_ASK_FACTOR = 2
+# The soft term match's lead over the next judged claim: the clear-nearest margin of
+# ``queries.dense`` (CLAIM_ACCEPT_MARGIN), on the words' scale instead of the whole text's.
+SOFT_ACCEPT_MARGIN = dense.CLAIM_ACCEPT_MARGIN
+EVIDENCE_REFS = 4
+EVIDENCE_TEXT_BYTES = 2048
 
 
 @dataclass
@@ -88,14 +96,17 @@ def _membership(conn: Any, table: Table, analysis: AnalyzedQuery, matches: UnitM
 
 def _nearest_visible(conn: Any, index: Any, target: DenseTable, analysis: AnalyzedQuery,
                      query_vector: Any, known: dict[tuple[str, str], Candidate],
-                     wanted: int, floor: float = 0.0) -> list[tuple[Candidate, dense.DenseHit]]:
-    """The ``wanted`` nearest documents the filters let this request see, nearest first; a
-    document already a candidate is returned as that candidate."""
+                     wanted: int, floor: float = 0.0,
+                     nearest_floor: float = dense.MIN_CANDIDATE_COSINE,
+                     check_words: bool = True) -> list[tuple[Candidate, dense.DenseHit]]:
+    """The ``wanted`` nearest documents (at least ``nearest_floor`` near) the filters let this
+    request see, nearest first; a document already a candidate is returned as that candidate.
+    ``check_words=False``: the new ones' lexical units are not looked up (they are only judged)."""
     # Documents already in the pool passed the filters; only the others need the owner join.
     pooled = {c.doc_id: c for c in target.pool}
     asked = wanted * FIRST_ASK_FACTOR
     while True:
-        hits = dense.dense_hits(index, target.table.entity_type, query_vector, asked)
+        hits = dense.dense_hits(index, target.table.entity_type, query_vector, asked, nearest_floor)
         by_doc = {hit.doc_id: hit for hit in hits}
         joined = {c.doc_id: c for c in visible_rows(conn, target.table, target.filters,
                                                      [d for d in by_doc if d not in pooled], wanted)}
@@ -105,6 +116,8 @@ def _nearest_visible(conn: Any, index: Any, target: DenseTable, analysis: Analyz
             break
         asked *= 2
     chosen = [(known.get(c.key, c), by_doc[c.doc_id]) for c in found]
+    if not check_words:
+        return chosen
     # Without the table's match lists each unit costs a lookup: check only those near enough
     # (``floor``) for their words to matter to acceptance.
     _membership(conn, target.table, analysis, target.matches,
@@ -168,11 +181,92 @@ def _judge_claims(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, qu
                                           if not ok and not c.qualified
                                           and hit.similarity >= dense.CLAIM_ACCEPT_COSINE])
     accepted = [ok or c.key in sourced for (c, _), ok in zip(claims, accepted)]
+    if claims and not any(accepted) and not _answered_by_words(claims, by_type):
+        chosen = _soft_choice(conn, index, query, analysis, query_vector, claims_table, sources_table, claims,
+                              known, _first_by_words(by_type["claim"].pool) if "claim" in by_type else None)
+        accepted = [ok or c is chosen for (c, _), ok in zip(claims, accepted)]
     if "claim" in by_type:
         _mark(by_type["claim"].pool, known, [(c, hit, ok) for (c, hit), ok in zip(claims, accepted)][:wanted])
     # A near claim that qualifies, by meaning or by its words, vouches for the sources it cites.
     return [ref for (c, hit), ok in zip(claims, accepted)
             if ok or (hit.similarity >= dense.CLAIM_ACCEPT_COSINE and c.qualified) for ref in c.evidence]
+
+
+def _answered_by_words(claims: Sequence[tuple[Candidate, dense.DenseHit]],
+                       by_type: dict[str, DenseTable]) -> bool:
+    """Whether some claim already qualifies by its words (then words, not meaning, answer)."""
+    pool = by_type["claim"].pool if "claim" in by_type else []
+    return any(c.qualified for c in pool) or any(c.qualified for c, _ in claims)
+
+
+def _soft_choice(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, query_vector: Any,
+                 claims_table: DenseTable, sources_table: DenseTable,
+                 near: Sequence[tuple[Candidate, dense.DenseHit]], known: dict[tuple[str, str], Candidate],
+                 first_by_words: Candidate | None) -> Candidate | None:
+    """The near claim that the question's own words point to (``queries.soft_terms``), when a
+    second channel agrees: first by soft term match over the judged claims, ahead of the next by
+    ``SOFT_ACCEPT_MARGIN``, and also the nearest claim by the whole question's meaning or the
+    lexical channel's first claim. The judged claims are the near ones, made up to
+    ``CLAIM_POOL_FLOOR`` with the nearest below the candidate floor (a small store's margins
+    are then taken against as many claims as a large one's), plus the lexical first."""
+    terms = soft_terms.query_terms(query)
+    if terms is None:
+        return None
+    judged = [c for c, _ in near]
+    if len(judged) < CLAIM_POOL_FLOOR:
+        seen = {c.key for c in judged}
+        judged += [c for c, _ in _nearest_visible(conn, index, claims_table, analysis, query_vector, known,
+                                                   CLAIM_POOL_FLOOR, nearest_floor=-1.0, check_words=False)
+                   if c.key not in seen]
+    if first_by_words is not None and all(c is not first_by_words for c in judged):
+        judged.append(first_by_words)
+    if len(judged) < 2:
+        return None
+    scores = soft_terms.soft_scores(terms, _claim_texts(conn, sources_table, judged), [c.typo_units for c in judged])
+    order = sorted(range(len(judged)), key=lambda i: -scores[i])
+    if scores[order[0]] - scores[order[1]] < SOFT_ACCEPT_MARGIN:
+        return None
+    chosen = judged[order[0]]
+    if all(c is not chosen for c, _ in near):
+        return None  # not near enough by meaning to be a candidate at all
+    return chosen if chosen is near[0][0] or chosen is first_by_words else None
+
+
+def _claim_texts(conn: Any, sources: DenseTable, claims: Sequence[Candidate]) -> list[str]:
+    """Each claim's statement with the title and cited text of its evidence that this request
+    sees (each cited span read up to ``EVIDENCE_TEXT_BYTES``; a reference without a span, its
+    text's start): nothing outside the caller's horizon is scored into an answer."""
+    visible = _visible_revisions(conn, sources, {ref["revision_id"] for c in claims
+                                                 for ref in c.evidence[:EVIDENCE_REFS] if ref.get("revision_id")})
+    refs = [(i, ref["revision_id"], ref.get("start_byte"), ref.get("end_byte"))
+            for i, c in enumerate(claims) for ref in c.evidence[:EVIDENCE_REFS] if ref.get("revision_id") in visible]
+    found: dict[int, list[str]] = {}
+    if refs:
+        values = ",".join("(?,?,?,?,?)" for _ in refs)
+        params = [value for k, (i, revision, start, end) in enumerate(refs) for value in (
+            k, i, revision, 1 + (start or 0),
+            min(EVIDENCE_TEXT_BYTES, (end - start) if None not in (start, end) else EVIDENCE_TEXT_BYTES))]
+        for i, title, text in conn.execute(
+                f"WITH refs(k, i, revision_id, start, size) AS (VALUES {values}) "
+                f"SELECT refs.i, d.title, substr(CAST(d.body AS BLOB), refs.start, refs.size) "
+                f"FROM refs JOIN artifact_search_text d ON d.revision_id = refs.revision_id "
+                f"ORDER BY refs.k", params):
+            found.setdefault(i, []).append(f"{title}\n{bytes(text).decode('utf-8', 'ignore')}")
+    return ["\n".join([c.statement, *found.get(i, [])]) for i, c in enumerate(claims)]
+
+
+def _visible_revisions(conn: Any, sources: DenseTable, revisions: set[str]) -> set[str]:
+    """Which of these artifact revisions the request's filters let it see."""
+    if not revisions:
+        return set()
+    ordered = sorted(revisions)
+    marks = ",".join("?" * len(ordered))
+    doc_ids = sorted(row[0] for row in conn.execute(
+        f"SELECT doc_id FROM artifact_search_text WHERE revision_id IN ({marks})", ordered))
+    pooled = {c.doc_id: c.revision_id for c in sources.pool}
+    seen = {pooled[d] for d in doc_ids if d in pooled}
+    rest = [d for d in doc_ids if d not in pooled]
+    return seen | {c.revision_id for c in visible_rows(conn, sources.table, sources.filters, rest, len(rest))}
 
 
 def _shared_words(c: Candidate) -> list[str]:

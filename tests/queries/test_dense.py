@@ -117,6 +117,55 @@ class TestMeaning:
         assert made["claim_id"] in [c["claim_id"] for c in result["claims"]]
 
 
+class TestWordByWord:
+    """A claim the question's own words point to, one near word each, answers when a second
+    channel agrees (the whole question's meaning or the lexical channel puts it first)."""
+
+    NOTES = (("The billing service stores invoices in PostgreSQL", "billing notes"),
+             ("Search results are ranked with BM25", "search notes"),
+             ("Webhook retries back off exponentially", "webhook notes"),
+             ("Deploys are frozen on Fridays", "deploy notes"),
+             ("User credentials are hashed with argon2", "security notes"))
+
+    def sourced(self, call: Caller, statement: str, title: str) -> dict[str, Any]:
+        source = call.put_text(f"{statement} (recorded in the {title})", title=title)
+        return claim(call, statement, evidence=[{"artifact_id": source["artifact_id"],
+                                                 "revision_id": source["revision_id"]}])
+
+    def test_words_and_the_whole_meaning_agree(self, call: Caller) -> None:
+        """The claim is the nearest by meaning, too far for the whole-text rule alone, and its
+        text (with its source's title) has a near word for each question word."""
+        made = self.sourced(call, "The nightly exporter now writes compact archives.", "exporter size experiment")
+        for statement, title in self.NOTES:
+            self.sourced(call, statement, title)
+        question = "Is the experimental export output smaller?"
+        result = recall(call, question)
+        assert [made["claim_id"]] == [c["claim_id"] for c in result["claims"]]
+        hit = next(h for h in call.ok("search", {"query": question})["result"]["hits"] if h["entity_type"] == "claim")
+        assert hit["ranking"]["semantic_qualified"] and hit["ranking"]["semantic_similarity"] < 0.24
+
+    def test_words_and_the_lexical_channel_agree(self, call: Caller) -> None:
+        """The claim sharing the question's rarest word is the lexical channel's first and the
+        first word by word, while another claim is nearer by the whole text through a spelling
+        ("final" in "finalized"): the first answers, the other does not."""
+        made = self.sourced(call, "The night shift alone owns the terminal handover; day staff may observe it "
+                                  "but never start it.", "shift ownership")
+        decoy = self.sourced(call, "Finalized rosters are posted by the scheduling desk.", "roster notes")
+        for statement, title in self.NOTES:
+            self.sourced(call, statement, title)
+        result = recall(call, "Who is allowed to issue the final handover?")
+        assert [made["claim_id"]] == [c["claim_id"] for c in result["claims"]]
+        assert decoy["claim_id"] not in [c["claim_id"] for c in result["claims"]]
+
+    def test_two_claims_equally_near_word_by_word_answer_nothing(self, call: Caller) -> None:
+        """Where two claims share the question's words alike, neither leads: presence stays none."""
+        for statement, title in self.NOTES:
+            self.sourced(call, statement, title)
+        self.sourced(call, "The nightly exporter writes compact archives.", "exporter notes")
+        self.sourced(call, "The weekly exporter writes compact archives.", "exporter notes")
+        assert "none" == recall(call, "Is the export output smaller?")["presence"]
+
+
 class TestHonestNone:
     """Nearness alone does not answer a question memory cannot answer."""
 

@@ -12,7 +12,15 @@ claims; LoCoMo: the observations of its conversation) with the local model, by e
 * ``off common axis``: both vectors with their part along the model's common axis removed;
 * ``word max-sim``: each content word of the question scored by its nearest statement word, averaged;
 * ``sentence+word``: the mean of ``sentence`` and ``word max-sim``;
-* ``evidence, content, off axis``: the three changes above that touch the vectors, together.
+* ``evidence, content, off axis``: the three changes above that touch the vectors, together;
+* ``soft terms``: the acceptance's word-by-word judgement (``queries.soft_terms``) over the
+  statement, its evidence text and its source's title.
+
+A last table measures the rule the channel ships for that judgement, over each question's 16
+nearest claims by the sentence cosine (as the channel judges them): the first by soft terms,
+ahead of the next by 0.08 and also first by the sentence cosine, is accepted; against the
+whole-text rule (first claim at least 0.24 and 0.08 ahead), per LoCoMo category. (Its other
+agreement, with the lexical channel's first claim, needs a store's BM25 and is not modelled.)
 
 What the acceptance rule needs is a clear nearest claim that is right, and no clear nearest for a
 question memory cannot answer. So v2 reports, per scorer, how many paraphrase questions have their
@@ -38,9 +46,12 @@ from typing import Any
 from memoree.admin.corpus import load_corpus
 from memoree.admin.locomo_data import read_dataset
 from memoree.projections.embedding import load_model
+from memoree.queries import soft_terms
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "eval"
 ADVERSARIAL = 5
+JUDGED = 16  # claims the channel judges per question (semantic.CLAIM_POOL_FLOOR)
+SOFT_MARGIN = 0.08
 ACCEPTED_SHARE = 1 / 3
 RULES = ((0.24, 0.08), (0.24, 0.06))  # (first claim at least, ahead of the next by)
 _WORD = re.compile(r"\w+")
@@ -56,6 +67,7 @@ FUNCTION_WORDS = frozenset(
 class ClaimText:
     statement: str
     evidence: str
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,7 @@ class Question:
     answerable: bool
     adversarial: bool = False
     turns: frozenset[str] = frozenset()
+    category: int = 0
 
 
 class Scorers:
@@ -73,6 +86,7 @@ class Scorers:
     def __init__(self, model: Any, claims: Sequence[ClaimText]) -> None:
         self.model, self.np = model, model.np
         np = self.np
+        self.texts = [f"{c.statement}\n{c.title}\n{c.evidence}" for c in claims]
         self.statements = model.embed([c.statement for c in claims])
         self.with_evidence = self._unit(self.statements + model.embed([c.evidence for c in claims]))
         self.off_axis = self._off(self.statements)
@@ -107,7 +121,28 @@ class Scorers:
             return (self.statements @ embed(question) + self._max_sim(question)) / 2
         if name == "evidence, content, off axis":
             return self.evidence_off_axis @ self._off(embed(" ".join(content_words(question))))
+        if name == "soft terms":
+            return self.soft(question, range(len(self.texts)))
         raise ValueError(f"unknown scorer {name}")
+
+    def soft(self, question: str, positions: Sequence[int]) -> Any:
+        terms = soft_terms.query_terms(question)
+        if terms is None:
+            return self.np.zeros(len(positions), dtype=self.np.float32)
+        return self.np.array(soft_terms.soft_scores(terms, [self.texts[i] for i in positions]), dtype=self.np.float32)
+
+    def soft_choice(self, question: str) -> int | None:
+        """The claim the shipped word-by-word rule accepts, or ``None``."""
+        np = self.np
+        sentence = self.score("sentence", question)
+        judged = np.argsort(-sentence, kind="stable")[:JUDGED]
+        if len(judged) < 2:
+            return None
+        soft = self.soft(question, judged)
+        order = np.argsort(-soft, kind="stable")
+        if soft[order[0]] - soft[order[1]] < SOFT_MARGIN or order[0] != 0:
+            return None
+        return int(judged[0])
 
     def _max_sim(self, question: str) -> Any:
         np = self.np
@@ -119,7 +154,7 @@ class Scorers:
 
 
 SCORERS = ("sentence", "claim+evidence", "content words", "off common axis", "word max-sim", "sentence+word",
-           "evidence, content, off axis")
+           "evidence, content, off axis", "soft terms")
 
 
 def content_words(text: str) -> list[str]:
@@ -143,10 +178,12 @@ def corpus_sets(folder: Path) -> tuple[list[ClaimText], list[Question]]:
     corpus = load_corpus(folder)
     texts = {s["label"]: s["content"]["data"] for s in corpus.seeds
              if s["entity"] == "artifact" and s.get("content", {}).get("type") == "text"}
+    titles = {s["label"]: s.get("title", "") for s in corpus.seeds if s["entity"] == "artifact"}
     seeded = [s for s in corpus.seeds if s["entity"] == "claim"]
     position = {s["label"]: i for i, s in enumerate(seeded)}
     claims = [ClaimText(s["statement"], " ".join(e.get("quote") or texts.get(e["artifact_label"], "")
-                                                 for e in s.get("evidence", []))) for s in seeded]
+                                                 for e in s.get("evidence", [])),
+                        " ".join(titles.get(e["artifact_label"], "") for e in s.get("evidence", []))) for s in seeded]
     questions = []
     for case in corpus.cases:
         if case.get("horizon", "ambient") != "ambient":
@@ -171,6 +208,11 @@ def corpus_rows(model: Any, folder: Path) -> list[str]:
         worst = max((margin for q, _, margin in firsts if not q.answerable), default=0.0)
         rows.append(f"| {name} | {len(right)} | {', '.join(f'{m:.3f}' for m in right)} | {worst:.3f} | "
                     f"{sum(m > worst for m in right)} |")
+    picked = [(q, scorers.soft_choice(q.text)) for q in questions]
+    rows += ["", f"Soft terms rule (+{SOFT_MARGIN}, and first by the whole text): paraphrases answered right "
+             f"{sum(c is not None and c in q.gold for q, c in picked if q.answerable)}, wrong "
+             f"{sum(c is not None and c not in q.gold for q, c in picked if q.answerable)}; unanswerable answered "
+             f"{sum(c is not None for q, c in picked if not q.answerable)}"]
     return rows
 
 
@@ -182,16 +224,21 @@ def locomo_rows(model: Any, folder: Path) -> list[str]:
     np = model.np
     found: dict[str, list[tuple[float, float, float]]] = {name: [] for name in SCORERS}
     firsts: dict[str, list[tuple[Question, int, float, float]]] = {name: [] for name in SCORERS}
+    choices: list[tuple[Question, int | None, int | None]] = []
     for conversation in read_dataset(folder):
         turns = conversation.turns
         observations = conversation.observations
-        claims = [ClaimText(o.text, " ".join(turns[d].body for d in o.dia_ids if d in turns)) for o in observations]
+        sessions = conversation.sessions
+        claims = [ClaimText(o.text, " ".join(turns[d].body for d in o.dia_ids if d in turns),
+                            f"Session {o.session}: {sessions[o.session].date if o.session in sessions else ''}, "
+                            f"{conversation.speaker_a} and {conversation.speaker_b}") for o in observations]
         scorers = Scorers(model, claims)
         for q in conversation.questions:
             gold_turns = frozenset(q.gold)
             gold = frozenset(i for i, o in enumerate(observations) if gold_turns & set(o.dia_ids))
             question = Question(q.question, gold, q.category != ADVERSARIAL and bool(gold_turns),
-                                q.category == ADVERSARIAL, gold_turns)
+                                q.category == ADVERSARIAL, gold_turns, q.category)
+            choices.append((question, scorers.soft_choice(q.question), _sentence_choice(np, scorers, q.question)))
             for name in SCORERS:
                 scores = scorers.score(name, q.question)
                 first, margin = first_and_margin(np, scores)
@@ -219,6 +266,31 @@ def locomo_rows(model: Any, folder: Path) -> list[str]:
                          f"{sum(q.adversarial for q, _ in passed) / max(1, len(adversarial)):.3f}")
         rows.append(f"| {name} | {right:.3f} | {at5:.3f} | {at10:.3f} | {np.mean([ok for _, ok in accepted]):.3f} | "
                     f"{sum(m >= cut for m in adversarial) / max(1, len(adversarial)):.3f} | " + " | ".join(rules) + " |")
+    return rows + [""] + acceptance_rows(choices)
+
+
+def _sentence_choice(np: Any, scorers: Scorers, question: str) -> int | None:
+    """The claim the whole-text rule accepts (first at least 0.24, 0.08 ahead), or ``None``."""
+    scores = scorers.score("sentence", question)
+    first, margin = first_and_margin(np, scores)
+    return first if scores[first] >= RULES[0][0] and margin >= RULES[0][1] else None
+
+
+def acceptance_rows(choices: Sequence[tuple[Question, int | None, int | None]]) -> list[str]:
+    """Per category: the share of questions each rule accepts, and of the accepted answerable
+    ones, the share whose claim cites a gold turn."""
+    rows = ["Acceptance rules by category: accepted share (of those answerable, first claim right)",
+            "| category | questions | whole text (>= 0.24, +0.08) | soft terms (+0.08, and first by the whole text) | "
+            "either |", "|---|---|---|---|---|"]
+    for category in sorted({q.category for q, _, _ in choices}):
+        group = [(q, soft, sentence) for q, soft, sentence in choices if q.category == category]
+        cells = []
+        for pick in (lambda soft, sentence: sentence, lambda soft, sentence: soft,
+                     lambda soft, sentence: sentence if sentence is not None else soft):
+            taken = [(q, pick(soft, sentence)) for q, soft, sentence in group if pick(soft, sentence) is not None]
+            right = [chosen in q.gold for q, chosen in taken if q.answerable]
+            cells.append(f"{len(taken) / len(group):.3f}" + (f" ({sum(right) / len(right):.3f})" if right else ""))
+        rows.append(f"| {category} | {len(group)} | " + " | ".join(cells) + " |")
     return rows
 
 
