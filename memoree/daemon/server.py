@@ -364,6 +364,7 @@ class Daemon:
 
         count = self.read_count if self.service.engine.shared is None else 0
         self.service.daemon_info["read_processes"] = count
+        self.service.daemon_info["reads_yield_ms"] = round(self.read_yield * 1000) if count else 0
         if count:
             self.readers = ReaderPool(self.service.data_dir, self.service.daemon_info, count, self.read_nice,
                                       settle=self.writer.durability.settle, yield_s=self.read_yield)
