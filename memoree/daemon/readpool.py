@@ -10,9 +10,9 @@ Python, threads in one process could not (they shared one GIL with each other an
 than the writer, for machines whose cores the reads fill.
 
 **Writes first** (``WritesFirst``): while a request routed to the writer is unanswered (and for
-``WRITE_LINGER_S`` after, writes come in bursts), at most one core fewer than the daemon may use
-of reads run at once, so the writer keeps a core; a read past that waits for a running read to
-end or the writes to be answered, for at most ``MEMOREE_READS_YIELD_MS`` (default 50 ms; 0
+``WRITE_LINGER_S`` after: writes come in bursts), at most as many reads run at once as the
+daemon may use cores less one (at least one), so the writer keeps a core; a read past that waits
+for a running read to end or the writes to be answered, for at most ``MEMOREE_READS_YIELD_MS`` (default 50 ms; 0
 turns the rule off) after it arrived, then goes regardless. Reads are never starved and never
 interrupted; the daemon counts each request it routes to the writer (``Daemon.submit``).
 
@@ -50,8 +50,8 @@ from typing import Any
 
 from memoree import limits
 
-__all__ = ["POOLED_OPS", "READ_PROCESSES", "ReaderPool", "WritesFirst", "read_processes", "reader_nice",
-           "reads_yield_s"]
+__all__ = ["POOLED_OPS", "READ_PROCESSES", "WRITE_LINGER_S", "ReaderPool", "WritesFirst", "read_processes",
+           "reader_nice", "reads_yield_s"]
 
 READ_PROCESSES = limits.MAX_CONCURRENT_CONNECTIONS - 1  # 3 readers + 1 writer
 PROCESSES_ENV = "MEMOREE_READ_PROCESSES"

@@ -334,6 +334,21 @@ class TestWritesFirst:
         waiting.join(5)
         assert not waiting.is_alive()
 
+    def test_the_writes_count_as_going_on_briefly_after_the_last_is_answered(self) -> None:
+        """Right after a burst's last write is answered, a read past the slot still waits until
+        WRITE_LINGER_S has passed (the burst's next write may come), and not longer."""
+        from concurrent.futures import Future
+
+        from memoree.daemon.readpool import WRITE_LINGER_S, WritesFirst
+
+        writes, write = WritesFirst(hold_s=30, beside=1), Future()
+        writes.track(write)
+        writes.begin_read(time.monotonic())
+        write.set_result(b"answered")
+        started = time.monotonic()
+        writes.begin_read(started)
+        assert WRITE_LINGER_S * 0.8 <= time.monotonic() - started < 5 and 1 == writes.held
+
     def test_a_zero_hold_holds_no_read(self) -> None:
         """MEMOREE_READS_YIELD_MS=0 (a zero hold) sends every read at once, writes or not."""
         from concurrent.futures import Future
@@ -346,7 +361,7 @@ class TestWritesFirst:
             writes.begin_read(time.monotonic())
         assert 3 == writes.running and 0 == writes.held
 
-    def test_the_daemon_holds_a_read_beside_a_write_and_answers_it_once_the_write_is(self, in_process: Daemon) -> None:
+    def test_the_daemon_answers_a_held_read_once_the_write_is(self, in_process: Daemon) -> None:
         """Through a daemon, with a write in flight and the one slot beside it busy, a second
         search is answered only after the write is, and every search is answered exactly once."""
         from concurrent.futures import Future

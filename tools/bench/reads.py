@@ -1,6 +1,7 @@
 """Reads beside writes through the daemon's reader pool: search throughput and a writer's rate.
 
-    python -m tools.bench.reads [--store 3000] [--seconds 5] [--reader-nice N|idle] [--reads-yield MS] [--quick]
+    python -m tools.bench.reads [--store 3000] [--seconds 5] [--puts 150] [--rounds 3]
+                                [--reader-nice N|idle] [--reads-yield MS] [--quick]
 
 The daemon's store holds ``--store`` varied 1 KiB texts (the daemon benchmark's). Every client
 is its own process opening one connection per request. Rows, each measured in the same run:
@@ -13,8 +14,15 @@ is its own process opening one connection per request. Rows, each measured in th
   machine's cores, so this is the floor the machine itself sets; the last row compares the two
   (about 1.0x: the daemon adds no slowdown of its own beyond the CPU the reads take).
 
-Below the table, where each run's CPU went (clients, the daemon process, its reader processes)
-per request, and how many cores the run kept busy.
+The writer's three runs (alone, beside the 3 readers, beside the control's) take turns for
+``--rounds`` rounds of ``--puts`` puts, so the drift of a shared machine hits all three; the
+searchers beside the writer run until its last put is answered.
+
+Below the table: where each run's CPU went (clients, the daemon process, its reader processes)
+per request and how many cores the run kept busy; per put, each daemon thread's time on a CPU
+and its time runnable but waiting for one (``/proc/<pid>/task/<tid>/schedstat``: the cost of a
+full machine), the put latency and the WAL's size; the searches' latency (and their rate
+beside the writer: what writes-first costs the reads); the load average (others' work).
 """
 
 from __future__ import annotations
@@ -166,8 +174,8 @@ class Cpu:
     def writer_lines(self, puts: int) -> str:
         """Per put: each daemon thread's CPU and its wait for a CPU; the writer's latency."""
         ms = 1000 / max(puts, 1)
-        parts = [f"{name} {ran * ms:.2f}+{waited * ms:.2f}" for name, (ran, waited) in sorted(self.threads.items())
-                 if ran + waited > 0.0005 * puts / 1000]
+        parts = [f"{name} {ran * ms:.2f}+{waited * ms:.2f}"
+                 for name, (ran, waited) in sorted(self.threads.items()) if ran + waited > 0.0005 * puts / 1000]
         p50, p99 = percentile(self.latencies, 50), percentile(self.latencies, 99)
         return (f"per put, ms on CPU + ms waiting for one: {', '.join(parts)}; wall {self.wall * ms:.2f} ms; "
                 f"put p50 {p50 * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms; WAL {self.wal_mib:.1f} MiB after")
@@ -230,7 +238,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each search run")
     parser.add_argument("--puts", type=int, default=150, help="the writer's puts per run")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="rounds of the writer's runs (alone, beside 3 readers, beside the control's) in turn")
+                        help="rounds of the writer's runs in turn (alone, beside 3 readers, control)")
     parser.add_argument("--reader-nice", default=None,
                         help="MEMOREE_READER_NICE for the measured daemon: 0-19 or idle (default: unset, 0)")
     parser.add_argument("--reads-yield", default=None,
@@ -244,8 +252,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
         args.store, args.seconds, args.puts, args.rounds = 30, 0.5, 10, 1
     items = varied_texts(args.store + 3 * args.puts * args.rounds)
     fresh = iter(items[args.store:])
-    puts = {name: [[request(i, f"{name}{r}-", next(fresh)) for i in range(args.puts)] for r in range(args.rounds)]
-            for name in ("alone", "beside", "control")}
+    puts = {name: [[request(i, f"{name}{r}-", next(fresh)) for i in range(args.puts)]
+                   for r in range(args.rounds)] for name in ("alone", "beside", "control")}
     cpus = {name: Cpu() for name in ("1 search client", "4 search clients", "writer alone", "writer beside 3",
                                      "writer, 3 elsewhere")}
     wrote = {name: 0.0 for name in ("alone", "beside", "control")}  # seconds writing, summed over rounds
@@ -313,8 +321,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
         print(f"Writer's daemon, {name}: {cpus[name].writer_lines(total)}")
     for name in ("1 search client", "4 search clients", "writer beside 3"):
         reads = cpus[name].reads
-        print(f"Searches, {name}: p50 {percentile(reads, 50) * 1000:.1f} ms, p99 {percentile(reads, 99) * 1000:.1f} ms"
-              + (f", {searches_beside:.1f} /s over 3 clients while the writer ran" if name == "writer beside 3" else ""))
+        beside_rate = f", {searches_beside:.1f} /s over 3 clients while the writer ran" \
+            if name == "writer beside 3" else ""
+        print(f"Searches, {name}: p50 {percentile(reads, 50) * 1000:.1f} ms, "
+              f"p99 {percentile(reads, 99) * 1000:.1f} ms{beside_rate}")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(memory)
     return rows
