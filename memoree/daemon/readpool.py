@@ -12,8 +12,8 @@ than the writer, for machines whose cores the reads fill.
 **Writes first** (``WritesFirst``): while a request routed to the writer is unanswered (and for
 ``WRITE_LINGER_S`` after: writes come in bursts), at most as many reads run at once as the
 daemon may use cores less one (at least one), so the writer keeps a core; a read past that waits
-for a running read to end or the writes to be answered, for at most ``MEMOREE_READS_YIELD_MS`` (default 50 ms; 0
-turns the rule off) after it arrived, then goes regardless. Reads are never starved and never
+for a running read to end or the writes to be answered, for at most ``MEMOREE_READS_YIELD_MS``
+(default 100 ms; 0 turns the rule off) after it arrived, then goes regardless. Reads are never starved and never
 interrupted; the daemon counts each request it routes to the writer (``Daemon.submit``).
 
 Requests wait in one queue; one relay thread per reader takes the next, writes it down that
@@ -57,7 +57,7 @@ READ_PROCESSES = limits.MAX_CONCURRENT_CONNECTIONS - 1  # 3 readers + 1 writer
 PROCESSES_ENV = "MEMOREE_READ_PROCESSES"
 NICE_ENV = "MEMOREE_READER_NICE"
 YIELD_ENV = "MEMOREE_READS_YIELD_MS"
-READS_YIELD_MS = 50  # the longest a read is held back for the writes in flight (default)
+READS_YIELD_MS = 100  # the longest a read is held back for the writes in flight (default)
 MAX_READS_YIELD_MS = 1000
 # Writes come in bursts (an agent stores what it learned, one put after another): the writes count
 # as going on this long after the last one was answered, so the next write of a burst, sent
@@ -116,7 +116,7 @@ def reader_nice() -> int | str:
 
 def reads_yield_s() -> float:
     """How long a new read may be held back while writes are in flight, in seconds:
-    ``MEMOREE_READS_YIELD_MS``, 0..1000 (default 50; 0 sends every read at once)."""
+    ``MEMOREE_READS_YIELD_MS``, 0..1000 (default 100; 0 sends every read at once)."""
     from memoree.errors import ConfigError
 
     chosen = os.environ.get(YIELD_ENV, "").strip()

@@ -123,10 +123,10 @@ def search(served: Served, query: str, **extra: Any) -> dict[str, Any]:
 class TestReaderProcesses:
     def test_reads_are_answered_by_three_reader_processes(self, served: Served) -> None:
         """A daemon runs three reader processes and says so in doctor, with how long a read may
-        wait for writes (50 ms by default); searches are answered."""
+        wait for writes (100 ms by default); searches are answered."""
         assert 3 == len(served.readers_settled(3))
         doctor = served.call("doctor", {})["result"]
-        assert 3 == doctor["read_processes"] and 50 == doctor["reads_yield_ms"]
+        assert 3 == doctor["read_processes"] and 100 == doctor["reads_yield_ms"]
         assert search(served, "anything")["ok"]
 
     def test_every_acknowledged_write_is_visible_to_the_next_read(self, served: Served) -> None:
