@@ -9,6 +9,13 @@ Python, threads in one process could not (they shared one GIL with each other an
 ``MEMOREE_READER_NICE`` (0-19 or ``idle``; default 0) runs the readers at a lower CPU priority
 than the writer, for machines whose cores the reads fill.
 
+**Writes first** (``WritesFirst``): while a request routed to the writer is unanswered (and for
+``WRITE_LINGER_S`` after: writes come in bursts), at most as many reads run at once as the
+daemon may use cores less one (at least one), so the writer keeps a core; a read past that waits
+for a running read to end or the writes to be answered, for at most ``MEMOREE_READS_YIELD_MS``
+(default 100 ms; 0 turns the rule off) after it arrived, then goes regardless. Reads are never starved and never
+interrupted; the daemon counts each request it routes to the writer (``Daemon.submit``).
+
 Requests wait in one queue; one relay thread per reader takes the next, writes it down that
 reader's socketpair and waits (GIL released) for the answer, which goes back to the listener like
 any other once every commit it could have seen is synced (``settle``: a syncer thread syncs the
@@ -36,17 +43,26 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from memoree import limits
 
-__all__ = ["POOLED_OPS", "READ_PROCESSES", "ReaderPool", "read_processes", "reader_nice"]
+__all__ = ["POOLED_OPS", "READ_PROCESSES", "WRITE_LINGER_S", "ReaderPool", "WritesFirst", "read_processes",
+           "reader_nice", "reads_yield_s"]
 
 READ_PROCESSES = limits.MAX_CONCURRENT_CONNECTIONS - 1  # 3 readers + 1 writer
 PROCESSES_ENV = "MEMOREE_READ_PROCESSES"
 NICE_ENV = "MEMOREE_READER_NICE"
+YIELD_ENV = "MEMOREE_READS_YIELD_MS"
+READS_YIELD_MS = 100  # the longest a read is held back for the writes in flight (default)
+MAX_READS_YIELD_MS = 1000
+# Writes come in bursts (an agent stores what it learned, one put after another): the writes count
+# as going on this long after the last one was answered, so the next write of a burst, sent
+# as soon as its client has the answer, does not find every reader busy with a read let go between.
+WRITE_LINGER_S = 0.005
 START_TIMEOUT_S = 60.0  # a reader's interpreter start and store open, on a loaded machine
 REAP_TIMEOUT_S = 5.0
 # Ops that only read the store's file (or nothing at all). Ops that may write (fact.recall
@@ -98,6 +114,90 @@ def reader_nice() -> int | str:
     return nice
 
 
+def reads_yield_s() -> float:
+    """How long a new read may be held back while writes are in flight, in seconds:
+    ``MEMOREE_READS_YIELD_MS``, 0..1000 (default 100; 0 sends every read at once)."""
+    from memoree.errors import ConfigError
+
+    chosen = os.environ.get(YIELD_ENV, "").strip()
+    if not chosen:
+        return READS_YIELD_MS / 1000
+    try:
+        held = int(chosen)
+    except ValueError:
+        held = -1
+    if not 0 <= held <= MAX_READS_YIELD_MS:
+        raise ConfigError(f"{YIELD_ENV} must be a whole number of milliseconds from 0 to "
+                          f"{MAX_READS_YIELD_MS}; got {chosen!r}")
+    return held / 1000
+
+
+class WritesFirst:
+    """Writes before reads: while any request routed to the writer is unanswered, at most
+    ``beside`` reads run in the readers at once (by default one core fewer than this process may
+    use, so the writer keeps a core); a read past that waits for the writes to be answered (and
+    ``WRITE_LINGER_S`` more) or a running read to end, for at most ``hold_s`` after it arrived,
+    and then goes regardless.
+
+    A write is short (a few ms) and its client waits for the acknowledgement; a search costs a
+    reader several ms of CPU, so on a machine whose cores the readers fill every read started
+    beside a write takes CPU the write needs. Reads already running are never interrupted, with
+    no write in flight reads run as many at once as there are readers, and a read is delayed at
+    most ``hold_s`` whatever the writes do: reads are never starved."""
+
+    def __init__(self, hold_s: float, beside: int | None = None) -> None:
+        self.hold_s = hold_s
+        self.beside = max(1, _usable_cores() - 1) if beside is None else beside
+        self.changed = threading.Condition()
+        self.in_flight = 0  # requests routed to the writer and not answered yet
+        self.running = 0  # reads sent to a reader and not answered yet
+        self.quiet_at = 0.0  # monotonic time the writes count as over (``WRITE_LINGER_S`` after the last)
+        self.held = 0  # reads that waited for a write (operators and tests look)
+
+    def track(self, answered: Future[bytes]) -> None:
+        """Count ``answered`` (a request the writer will answer) until it is done."""
+        if self.hold_s <= 0:
+            return
+        with self.changed:
+            self.in_flight += 1
+        answered.add_done_callback(self._answered)
+
+    def _answered(self, _: Future[bytes]) -> None:
+        with self.changed:
+            self.in_flight -= 1
+            if not self.in_flight:
+                self.quiet_at = time.monotonic() + WRITE_LINGER_S
+                self.changed.notify_all()  # held reads wait on until the quiet time
+
+    def _writing(self, now: float) -> bool:
+        return self.in_flight > 0 or now < self.quiet_at
+
+    def begin_read(self, arrived: float) -> None:
+        """Wait for this read's turn (``arrived``: when it came, monotonic), then count it running."""
+        deadline = arrived + self.hold_s
+        with self.changed:
+            now = time.monotonic()
+            if self.running >= self.beside and self._writing(now) and now < deadline:
+                self.held += 1
+                while self.running >= self.beside and self._writing(now) and now < deadline:
+                    # Woken by a read's end; else at the writes' quiet time or the deadline.
+                    self.changed.wait(min(deadline, self.quiet_at if not self.in_flight else deadline) - now)
+                    now = time.monotonic()
+            self.running += 1
+
+    def end_read(self) -> None:
+        with self.changed:
+            self.running -= 1
+            self.changed.notify_all()
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 class ReaderGone(Exception):
     """The reader process ended (or never started) while it held a request."""
 
@@ -117,13 +217,15 @@ class ReaderPool:
     """Reader processes behind one request queue (see the module docstring)."""
 
     def __init__(self, data_dir: Any, daemon_info: dict[str, Any], processes: int = READ_PROCESSES,
-                 nice: int | str = 0, settle: Callable[[], None] = lambda: None) -> None:
+                 nice: int | str = 0, settle: Callable[[], None] = lambda: None,
+                 yield_s: float = READS_YIELD_MS / 1000) -> None:
         self.data_dir = data_dir
         self.settle = settle  # returns once what a reader's snapshot may show is durable
         self.daemon_info = daemon_info
         self.count = processes
         self.nice = nice
-        self.inbox: queue.Queue[tuple[bytes, Future[bytes]] | None] = queue.Queue()
+        self.writes = WritesFirst(yield_s)  # the daemon tracks what it routes to the writer here
+        self.inbox: queue.Queue[tuple[bytes, Future[bytes], float] | None] = queue.Queue()
         self.slots = [_Slot(n) for n in range(processes)]
         self.threads: list[threading.Thread] = []
         self.stopping = threading.Event()
@@ -139,7 +241,7 @@ class ReaderPool:
 
     def submit(self, raw: bytes) -> Future[bytes]:
         future: Future[bytes] = Future()
-        self.inbox.put((raw, future))
+        self.inbox.put((raw, future, time.monotonic()))
         return future
 
     def pids(self) -> list[int]:
@@ -167,8 +269,12 @@ class ReaderPool:
                 item = self.inbox.get()
                 if item is None:
                     return
-                raw, future = item
-                reply = self._exchange(slot, raw)
+                raw, future, arrived = item
+                self.writes.begin_read(arrived)
+                try:
+                    reply = self._exchange(slot, raw)
+                finally:
+                    self.writes.end_read()
                 self.settle()
                 future.set_result(reply)
                 if slot.channel is None:

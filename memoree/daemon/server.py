@@ -327,9 +327,10 @@ class Daemon:
         self._secret: tuple[tuple[int, int], str] | None = None
 
     def start(self) -> None:
-        from memoree.daemon.readpool import read_processes, reader_nice
+        from memoree.daemon.readpool import read_processes, reader_nice, reads_yield_s
 
-        self.read_count, self.read_nice = read_processes(), reader_nice()  # refused before anything starts
+        # Refused before anything starts:
+        self.read_count, self.read_nice, self.read_yield = read_processes(), reader_nice(), reads_yield_s()
         _share_malloc_arenas()
         for warning in prepare_data_dir(self.service.data_dir):
             logger().warning("data_dir_permissions_tightened", detail=warning)
@@ -363,9 +364,10 @@ class Daemon:
 
         count = self.read_count if self.service.engine.shared is None else 0
         self.service.daemon_info["read_processes"] = count
+        self.service.daemon_info["reads_yield_ms"] = round(self.read_yield * 1000) if count else 0
         if count:
             self.readers = ReaderPool(self.service.data_dir, self.service.daemon_info, count, self.read_nice,
-                                      settle=self.writer.durability.settle)
+                                      settle=self.writer.durability.settle, yield_s=self.read_yield)
             self.readers.start()
 
     # ------------------------------------------------------------------ routing
@@ -386,7 +388,10 @@ class Daemon:
             done: Future[bytes] = Future()
             done.set_result(self.service.handle_bytes(raw).body)
             return done
-        return self.writer.submit(raw, keys_checked=True)
+        future = self.writer.submit(raw, keys_checked=True)
+        if self.readers is not None:
+            self.readers.writes.track(future)  # new reads wait for it (``readpool.WritesFirst``)
+        return future
 
     def dispatch(self, raw: bytes, peer: Peer) -> Future[bytes]:
         """Admit a frame from ``peer`` (refusals are answered at once), then route it."""

@@ -122,9 +122,11 @@ def search(served: Served, query: str, **extra: Any) -> dict[str, Any]:
 
 class TestReaderProcesses:
     def test_reads_are_answered_by_three_reader_processes(self, served: Served) -> None:
-        """A daemon runs three reader processes and says so in doctor; searches are answered."""
+        """A daemon runs three reader processes and says so in doctor, with how long a read may
+        wait for writes (100 ms by default); searches are answered."""
         assert 3 == len(served.readers_settled(3))
-        assert 3 == served.call("doctor", {})["result"]["read_processes"]
+        doctor = served.call("doctor", {})["result"]
+        assert 3 == doctor["read_processes"] and 100 == doctor["reads_yield_ms"]
         assert search(served, "anything")["ok"]
 
     def test_every_acknowledged_write_is_visible_to_the_next_read(self, served: Served) -> None:
@@ -271,3 +273,127 @@ class TestReaderAlone:
         check = Service(tmp_path / "data")
         assert head == check.engine.head()
         check.close()
+
+
+def _read_in_thread(writes: Any, arrived: float) -> threading.Thread:
+    thread = threading.Thread(target=writes.begin_read, args=(arrived,), daemon=True)
+    thread.start()
+    return thread
+
+
+class TestWritesFirst:
+    def test_a_read_beyond_the_slots_beside_a_write_waits_until_the_write_is_answered(self) -> None:
+        """With a write in flight and the one read slot beside it taken, the next read waits and
+        goes as soon as the write is answered."""
+        from concurrent.futures import Future
+
+        from memoree.daemon.readpool import WritesFirst
+
+        writes, write = WritesFirst(hold_s=30, beside=1), Future()
+        writes.track(write)
+        writes.begin_read(time.monotonic())  # the slot beside the write
+        waiting = _read_in_thread(writes, time.monotonic())
+        waiting.join(0.3)
+        assert waiting.is_alive() and 1 == writes.held
+        write.set_result(b"answered")
+        waiting.join(5)
+        assert not waiting.is_alive() and 2 == writes.running
+
+    def test_a_held_read_goes_once_the_hold_has_passed_whatever_the_writes_do(self) -> None:
+        """A read held by a write that is never answered goes after hold_s: reads never starve."""
+        from concurrent.futures import Future
+
+        from memoree.daemon.readpool import WritesFirst
+
+        writes = WritesFirst(hold_s=0.2, beside=1)
+        writes.track(Future())
+        writes.begin_read(time.monotonic())
+        started = time.monotonic()
+        writes.begin_read(started)
+        assert 0.15 <= time.monotonic() - started < 5 and 2 == writes.running
+
+    def test_with_no_write_in_flight_every_read_runs_at_once(self) -> None:
+        """Without a write in flight, as many reads run at once as are sent (the slot count binds
+        only beside writes), and a running read's end frees its slot for a held one."""
+        from concurrent.futures import Future
+
+        from memoree.daemon.readpool import WritesFirst
+
+        writes = WritesFirst(hold_s=30, beside=1)
+        for _ in range(3):
+            writes.begin_read(time.monotonic())
+        assert 3 == writes.running and 0 == writes.held
+        for _ in range(3):
+            writes.end_read()
+        writes.track(Future())
+        writes.begin_read(time.monotonic())
+        waiting = _read_in_thread(writes, time.monotonic())
+        waiting.join(0.2)
+        assert waiting.is_alive()
+        writes.end_read()
+        waiting.join(5)
+        assert not waiting.is_alive()
+
+    def test_the_writes_count_as_going_on_briefly_after_the_last_is_answered(self) -> None:
+        """Right after a burst's last write is answered, a read past the slot still waits until
+        WRITE_LINGER_S has passed (the burst's next write may come), and not longer."""
+        from concurrent.futures import Future
+
+        from memoree.daemon.readpool import WRITE_LINGER_S, WritesFirst
+
+        writes, write = WritesFirst(hold_s=30, beside=1), Future()
+        writes.track(write)
+        writes.begin_read(time.monotonic())
+        write.set_result(b"answered")
+        started = time.monotonic()
+        writes.begin_read(started)
+        assert WRITE_LINGER_S * 0.8 <= time.monotonic() - started < 5 and 1 == writes.held
+
+    def test_a_zero_hold_holds_no_read(self) -> None:
+        """MEMOREE_READS_YIELD_MS=0 (a zero hold) sends every read at once, writes or not."""
+        from concurrent.futures import Future
+
+        from memoree.daemon.readpool import WritesFirst
+
+        writes = WritesFirst(hold_s=0, beside=1)
+        writes.track(Future())
+        for _ in range(3):
+            writes.begin_read(time.monotonic())
+        assert 3 == writes.running and 0 == writes.held
+
+    def test_the_daemon_answers_a_held_read_once_the_write_is(self, in_process: Daemon) -> None:
+        """Through a daemon, with a write in flight and the one slot beside it busy, a second
+        search is answered only after the write is, and every search is answered exactly once."""
+        from concurrent.futures import Future
+
+        ready_readers(in_process)
+        served = Served(None, in_process.endpoint)  # type: ignore[arg-type]
+        writes = in_process.readers.writes
+        writes.beside, writes.hold_s = 1, 30.0
+        write: Future[bytes] = Future()
+        writes.track(write)
+        writes.begin_read(time.monotonic())  # a read already running beside the write
+        replies: list[dict[str, Any]] = []
+        client = threading.Thread(target=lambda: replies.append(search(served, "held")), daemon=True)
+        client.start()
+        client.join(0.5)
+        assert client.is_alive() and [] == replies
+        write.set_result(b"answered")
+        client.join(30)
+        assert 1 == len(replies) and replies[0]["ok"], replies
+        writes.end_read()
+        assert all(search(served, "after")["ok"] for _ in range(3)) and 0 == writes.running
+
+    def test_a_write_routed_to_the_writer_is_tracked_until_it_is_answered(self, in_process: Daemon) -> None:
+        """Each request the daemon routes to its writer counts as a write in flight until its
+        answer is ready, then no longer."""
+        served = Served(None, in_process.endpoint)  # type: ignore[arg-type]
+        ready_readers(in_process)
+        assert served.call("artifact.put", put(1)["input"], idempotency_key="tracked")["ok"]
+        assert 0 == in_process.readers.writes.in_flight
+
+    def test_a_hold_beyond_a_second_is_refused(self, tmp_path: Path) -> None:
+        """MEMOREE_READS_YIELD_MS=2000 (beyond 1000) is a CONFIG_ERROR at start."""
+        proc = serve(tmp_path, MEMOREE_READS_YIELD_MS="2000")
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode != 0 and b"MEMOREE_READS_YIELD_MS" in out, out
