@@ -588,4 +588,6 @@ def serve(data_dir: Path, endpoint: Endpoint, *, lifecycle_owner: str = "externa
     logger().info("daemon_started", pid=os.getpid(), endpoint=str(endpoint), data_dir=str(data_dir),
                   version=__version__)
     daemon.serve_forever()
-    logger().info("daemon_stopped", pid=os.getpid())
+    # How the writer grouped mutations over the daemon's life (the daemon benchmark reads it).
+    logger().info("daemon_stopped", pid=os.getpid(), groups=daemon.writer.groups,
+                  grouped_requests=daemon.writer.grouped_requests)

@@ -357,6 +357,25 @@ def test_one_pass_over_a_text_gives_its_vocabulary_and_its_length() -> None:
     assert words_of("Cache NOTES") == {"cache", "notes"} and words_of("Ünïcode") == {"unicode"}
 
 
+def test_ascii_text_is_split_into_the_same_words_as_the_word_pattern_finds() -> None:
+    """For ASCII text the fast split (every byte but a letter or digit made a space) yields the
+    word pattern's words in order, over random strings of every ASCII character, underscores,
+    digits, punctuation and control characters included; so vocabularies and lengths are the
+    pattern's."""
+    import random
+
+    from memoree.projections.fts_vocab import _WORD, _ascii_words, word_count, words_of
+
+    rng = random.Random(19)
+    every_ascii = "".join(chr(code) for code in range(128))
+    for _ in range(5000):
+        text = "".join(rng.choice(every_ascii if rng.random() < 0.3 else "aZ9_ -.\t\n")
+                       for _ in range(rng.randint(0, 60)))
+        assert _ascii_words(text) == _WORD.findall(text), repr(text)
+        assert word_count(text) == len(_WORD.findall(text))
+        assert words_of(text) == {w for w in _WORD.findall(text.lower()) if 3 <= len(w) <= 32}
+
+
 def test_a_deletion_look_up_finds_exactly_the_words_whose_deletions_hold_the_key() -> None:
     """Stored in two forms (as they are, and reversed behind a marker), deletion keys answer a
     look-up of every deletion string with the words one deletion away, and nothing else."""
