@@ -17,7 +17,9 @@ thread names: ``io`` is the listener's loop, then the writer, the syncer, the ch
 the client processes' own. The one-client row is also compared with the same puts made in this
 process (``Service.handle_bytes``: the same requests, texts and store size, no socket, no thread
 hand-off), which is what the daemon adds; the store's vectors are caught up before the timed puts
-on both sides.
+on both sides. It also prints how the writer grouped the four clients' puts (requests per group,
+from the daemon's ``daemon_stopped`` diagnostic), the writer's CPU per grouped and per lone put,
+and every core's busy time per put (machine-wide: on a shared machine other work counts too).
 
 ``--model`` compares the dense channel's cost through the daemon instead: two daemons, one with
 the model off (``MEMOREE_SEMANTIC=off``) and one with it, each store prefilled with ``--store``
