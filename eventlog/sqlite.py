@@ -83,6 +83,10 @@ class SqliteEventStore:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self._depth = 0
+        # Inside a write transaction: the head after this store's last append, so the next append
+        # (a group's next request) does not read it back. Forgotten at every transaction's end
+        # and whenever a savepoint rolls back (which may take appended events with it).
+        self._head: LogHead | None = None
         execute_script(conn, LOG_SCHEMA)
         execute_script(conn, CHECKPOINT_SCHEMA)
 
@@ -103,14 +107,14 @@ class SqliteEventStore:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise translate_sqlite_error(exc) from exc
-        self._depth = 1
+        self._depth, self._head = 1, None
         try:
             yield self.conn
         except BaseException:
-            self._depth = 0
+            self._depth, self._head = 0, None
             self.conn.execute("ROLLBACK")
             raise
-        self._depth = 0
+        self._depth, self._head = 0, None
         try:
             self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -123,6 +127,9 @@ class SqliteEventStore:
         try:
             with savepoint(self.conn, f"unit{self._depth - 1}"):
                 yield self.conn
+        except BaseException:
+            self._head = None  # the rollback may have taken appended events with it
+            raise
         finally:
             self._depth -= 1
 
@@ -134,7 +141,7 @@ class SqliteEventStore:
         """Append events at the next positions; must run inside ``transaction()``."""
         if not self._depth:
             raise InternalError("append outside a write transaction")
-        head = self.head()
+        head = self._head if self._head is not None else self.head()
         seq, prev = head.commit_seq, head.hash
         recorded: list[RecordedEvent] = []
         for event in events:
@@ -163,6 +170,7 @@ class SqliteEventStore:
                 prev_hash=prev, hash=digest,
             ))
             prev = digest
+        self._head = LogHead(seq, prev)
         return recorded
 
     def head(self) -> LogHead:

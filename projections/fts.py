@@ -177,17 +177,24 @@ class FtsProjector:
             self.row_words = {}
 
     def _index_past(self, conn: Any, artifacts: int, claims: int) -> None:
-        """Index every text row after the given document ids."""
-        self._index_vocabulary_past(conn, artifacts, claims)
-        conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) SELECT doc_id, title, body, scope "
-                     "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
-        conn.execute("INSERT INTO claim_fts (rowid, statement, scope) SELECT doc_id, statement, scope "
-                     "FROM claim_search_text WHERE doc_id > ?", (claims,))
+        """Index every text row after the given document ids (a word index with no new rows is
+        not asked: a group of puts has no claim rows)."""
+        tables = self._index_vocabulary_past(conn, artifacts, claims)
+        if "artifact" in tables:
+            conn.execute("INSERT INTO artifact_fts (rowid, title, body, scope) SELECT doc_id, title, body, scope "
+                         "FROM artifact_search_text WHERE doc_id > ?", (artifacts,))
+        if "claim" in tables:
+            conn.execute("INSERT INTO claim_fts (rowid, statement, scope) SELECT doc_id, statement, scope "
+                         "FROM claim_search_text WHERE doc_id > ?", (claims,))
 
-    def _index_vocabulary_past(self, conn: Any, artifacts: int, claims: int) -> None:
-        for scope, words in self._words_past(conn, artifacts, claims).items():
+    def _index_vocabulary_past(self, conn: Any, artifacts: int, claims: int) -> set[str]:
+        """Add the vocabulary of the text rows after the given document ids; returns the tables
+        ("artifact", "claim") that have such rows."""
+        tables: set[str] = set()
+        for scope, words in self._words_past(conn, artifacts, claims, tables).items():
             if scope is not None:
                 index_word_set(conn, scope.split(), words)
+        return tables
 
     @property
     def _indexing_now(self) -> bool:
@@ -271,25 +278,34 @@ class FtsProjector:
                 found.setdefault(token, set()).update(words)
         return found
 
-    def _words_past(self, conn: Any, artifacts: int, claims: int) -> dict[str | None, set[str]]:
+    def _words_past(self, conn: Any, artifacts: int, claims: int,
+                    tables: set[str] | None = None) -> dict[str | None, set[str]]:
         """The vocabulary words of the text rows after the given document ids, per owner scope
-        column (the space-separated tokens) and all together (None).
+        column (the space-separated tokens) and all together (None); ``tables``, when given,
+        receives the tables that have such rows.
 
-        A row written in this group whose words were kept is not split again (a request rolled
-        back to its savepoint frees its document id, and the next row written there replaces
-        what was kept; the revision check guards the rest); a purge in the group drops what was
-        kept for the rows it empties."""
-        rows = conn.execute("SELECT 'artifact', doc_id, revision_id, title || ' ' || body, scope "
+        A row written in this group whose words were kept is not split again, nor its text read
+        (a request rolled back to its savepoint frees its document id, and the next row written
+        there replaces what was kept; the revision check guards the rest); a purge in the group
+        drops what was kept for the rows it empties."""
+        kept = self.row_words
+        # With no words kept (a replay's end) every row's text is read in the one statement.
+        artifact_text, claim_text = ("''", "''") if kept else ("title || ' ' || body", "statement")
+        rows = conn.execute(f"SELECT 'artifact', doc_id, revision_id, scope, {artifact_text} "
                             "FROM artifact_search_text WHERE doc_id > ? UNION ALL "
-                            "SELECT 'claim', doc_id, revision_id, statement, scope FROM claim_search_text "
+                            f"SELECT 'claim', doc_id, revision_id, scope, {claim_text} FROM claim_search_text "
                             "WHERE doc_id > ?", (artifacts, claims)).fetchall()
         found: dict[str | None, set[str]] = {None: set()}
-        kept = self.row_words
-        for table, doc_id, revision_id, text, scope in rows:
+        for table, doc_id, revision_id, scope, text in rows:
             known = kept.get((table, doc_id))
-            words = known[1] if known is not None and known[0] == revision_id else words_of(text)
+            if known is not None and known[0] == revision_id:
+                words = known[1]
+            else:
+                words = words_of(text if not kept else _row_text(conn, table, doc_id))
             found[None] |= words
             found.setdefault(scope, set()).update(words)
+            if tables is not None:
+                tables.add(table)
         return found
 
     def _erase_bodies(self, conn: Any, rows: list[Any]) -> None:
@@ -342,8 +358,17 @@ class FtsProjector:
 
 def last_doc_ids(conn: Any) -> tuple[int, int]:
     """The newest artifact and claim text rows' document ids (0 when there are none)."""
-    return (conn.execute("SELECT coalesce(max(doc_id), 0) FROM artifact_search_text").fetchone()[0],
-            conn.execute("SELECT coalesce(max(doc_id), 0) FROM claim_search_text").fetchone()[0])
+    artifacts, claims = conn.execute("SELECT (SELECT coalesce(max(doc_id), 0) FROM artifact_search_text), "
+                                     "(SELECT coalesce(max(doc_id), 0) FROM claim_search_text)").fetchone()
+    return artifacts, claims
+
+
+def _row_text(conn: Any, table: str, doc_id: int) -> str:
+    """A text row's searchable text as its vocabulary is taken from (title and body, or the
+    statement)."""
+    sql = ("SELECT title || ' ' || body FROM artifact_search_text WHERE doc_id = ?" if table == "artifact"
+           else "SELECT statement FROM claim_search_text WHERE doc_id = ?")
+    return conn.execute(sql, (doc_id,)).fetchone()[0]
 
 
 def _creator_scopes(event: RecordedEvent) -> list[str] | None:

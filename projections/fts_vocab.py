@@ -45,6 +45,10 @@ GLOBAL_SCOPE = ""
 # Marks a deletion key stored reversed: a control character, never part of a vocabulary word.
 REVERSED_KEY = "\x01"
 _WORD = re.compile(r"[^\W_]+")
+# For ASCII text the pattern's words are the runs of ASCII letters and digits: every other byte
+# becomes a space and ``split`` finds the runs, in C, about ten times faster than the pattern.
+_ASCII_NON_WORD_TO_SPACE = bytes(
+    byte if chr(byte).isascii() and chr(byte).isalnum() else 0x20 for byte in range(256))
 
 VOCAB_SCHEMA = """
 CREATE TABLE IF NOT EXISTS search_scope_docs (
@@ -115,7 +119,14 @@ def words_and_count(text: str) -> tuple[set[str], int]:
 def _tokens(text: str) -> list[str]:
     # Folding ASCII is lower-casing, which keeps every word's bounds and length: one call over
     # the whole text instead of one per word.
-    return _WORD.findall(text.lower() if text.isascii() else text)
+    if text.isascii():
+        return _ascii_words(text.lower())
+    return _WORD.findall(text)
+
+
+def _ascii_words(text: str) -> list[str]:
+    """``_WORD.findall(text)`` for an ASCII ``text`` (the same words, in order)."""
+    return text.encode("ascii").translate(_ASCII_NON_WORD_TO_SPACE).decode("ascii").split()
 
 
 def _vocabulary(tokens: list[str], folded: bool) -> set[str]:
@@ -145,7 +156,7 @@ def deletion_lookup_keys(keys: Iterable[str]) -> list[str]:
 
 def word_count(text: str) -> int:
     """How many word tokens ``text`` holds (its BM25 length)."""
-    return len(_WORD.findall(text))
+    return len(_ascii_words(text) if text.isascii() else _WORD.findall(text))
 
 
 def add_scope_doc(conn: Any, table: str, scopes: Iterable[str], words: int) -> None:

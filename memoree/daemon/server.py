@@ -76,7 +76,8 @@ CATCH_UP_LAG_EVENTS = 512
 CATCH_UP_LAG_S = 2.0
 CATCH_UP_SLICE_EVENTS = 64
 CATCH_UP_RETRY_S = 30.0  # after a catch-up failed (a full disk, a damaged log): try again this late
-_Queued = tuple[bytes, "Future[bytes]", bool]
+# (frame, its future, whether its keys were already checked for repeats, whether it mutates)
+_Queued = tuple[bytes, "Future[bytes]", bool, bool]
 # Lone groups in a row after which the writer syncs a group itself (``WalSync.after_commit``): a
 # lone client gains nothing from the pipeline but pays its hand-off.
 LONE_GROUPS_TO_SYNC_INLINE = 2
@@ -110,7 +111,6 @@ class Writer(threading.Thread):
         super().__init__(name="memoree-writer", daemon=True)
         self.service = service
         self.durability = durability or Immediate()
-        # (frame, its future, whether its keys were already checked for repeats: ``Daemon.submit``)
         self.inbox: queue.SimpleQueue[_Queued | None] = queue.SimpleQueue()
         self.groups = 0
         self.lone_groups = 0  # groups of one request in a row, this one included
@@ -121,9 +121,11 @@ class Writer(threading.Thread):
         self.retry_at = 0.0  # no catch-up before this monotonic time (after a failure)
         self.catch_ups = 0
 
-    def submit(self, raw: bytes, *, keys_checked: bool = False) -> Future[bytes]:
+    def submit(self, raw: bytes, *, keys_checked: bool = False, op: object = None) -> Future[bytes]:
+        """Queue a frame for the writer. ``op``: the frame's op when the caller has decoded it
+        already (``Daemon.submit``, on the I/O thread), so the writer does not decode it again."""
         future: Future[bytes] = Future()
-        self.inbox.put((raw, future, keys_checked))
+        self.inbox.put((raw, future, keys_checked, _is_mutation(raw if op is None else None, op)))
         return future
 
     def stop(self) -> None:
@@ -148,7 +150,7 @@ class Writer(threading.Thread):
             try:
                 answers = self._process(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer survives everything
-                answers = [(raw, future, failure_reply(raw, exc)) for raw, future, _ in batch]
+                answers = [(raw, future, failure_reply(raw, exc)) for raw, future, _, _ in batch]
             # A lone client (lone groups in a row, nothing waiting): the writer may sync it itself.
             self.lone_groups = self.lone_groups + 1 if len(batch) == 1 else 0
             lone = self.lone_groups >= LONE_GROUPS_TO_SYNC_INLINE and self.inbox.empty()
@@ -237,15 +239,14 @@ class Writer(threading.Thread):
 
     def _process(self, batch: list[_Queued]) -> list[Answer]:
         """Each request's answer, in arrival order (mutations first, as one group)."""
-        mutating = [_is_mutation(raw) for raw, _, _ in batch]
-        mutations = [item for item, is_mutation in zip(batch, mutating) if is_mutation]
-        others = [item for item, is_mutation in zip(batch, mutating) if not is_mutation]
+        mutations = [item for item in batch if item[3]]
+        others = [item for item in batch if not item[3]]
         answers: list[Answer] = []
         if len(mutations) > 1 or (mutations and isinstance(self.durability, WalSync)):
             answers = self._commit_group(mutations)
         else:
             others = mutations + others
-        for raw, future, checked in others:
+        for raw, future, checked, _ in others:
             try:
                 with self.durability.writing():  # ops on this thread may write (fact.recall)
                     reply = self.service.handle_bytes(raw, keys_checked=checked).body
@@ -259,12 +260,12 @@ class Writer(threading.Thread):
         handler = self.service.engine.handler
         try:
             with self.service.engine.group(commit_section=self.durability.commit_section()):
-                for raw, _, checked in group:
+                for raw, _, checked, _ in group:
                     replies.append(self.service.handle_bytes(raw, keys_checked=checked).body)
         except BaseException as exc:  # noqa: BLE001 - nothing of the group is durable: say so
             handler.drop_deferred()
             failure = group_failure(exc)
-            replies = [with_request_id(raw, failure) for raw, _, _ in group]
+            replies = [with_request_id(raw, failure) for raw, _, _, _ in group]
         else:
             if handler.deferred:  # effects after the commit (a purge erasing files) need it on disk
                 self.durability.after_commit([])
@@ -272,12 +273,13 @@ class Writer(threading.Thread):
                 handler.run_deferred()
         self.groups += 1
         self.grouped_requests += len(group)
-        return [(raw, future, reply) for (raw, future, _), reply in zip(group, replies)]
+        return [(raw, future, reply) for (raw, future, _, _), reply in zip(group, replies)]
 
 
-def _is_mutation(raw: bytes) -> bool:
+def _is_mutation(raw: bytes | None, op: object = None) -> bool:
+    """Whether the frame ``raw`` (or, when None, an already decoded ``op``) names a mutation."""
     try:
-        spec = OPS.get(op_of(raw))  # type: ignore[arg-type]
+        spec = OPS.get(op_of(raw) if raw is not None else op)  # type: ignore[arg-type]
     except TypeError:  # an op that is not a string (a list, an object)
         return False
     return spec is not None and spec.mutating
@@ -388,7 +390,7 @@ class Daemon:
             done: Future[bytes] = Future()
             done.set_result(self.service.handle_bytes(raw).body)
             return done
-        future = self.writer.submit(raw, keys_checked=True)
+        future = self.writer.submit(raw, keys_checked=True, op=op)
         if self.readers is not None:
             self.readers.writes.track(future)  # new reads wait for it (``readpool.WritesFirst``)
         return future
@@ -591,4 +593,6 @@ def serve(data_dir: Path, endpoint: Endpoint, *, lifecycle_owner: str = "externa
     logger().info("daemon_started", pid=os.getpid(), endpoint=str(endpoint), data_dir=str(data_dir),
                   version=__version__)
     daemon.serve_forever()
-    logger().info("daemon_stopped", pid=os.getpid())
+    # How the writer grouped mutations over the daemon's life (the daemon benchmark reads it).
+    logger().info("daemon_stopped", pid=os.getpid(), groups=daemon.writer.groups,
+                  grouped_requests=daemon.writer.grouped_requests)

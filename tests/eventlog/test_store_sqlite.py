@@ -70,3 +70,26 @@ class TestSqliteSpecifics:
                     "SELECT 1 FROM events WHERE type = 'artifact.purged' AND instr(data, ?) > 0"):
             plan = " ".join(row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, ("a", b"x")[-sql.count("?"):]))
             assert "events_purges" in plan, plan
+
+    def test_appends_in_one_transaction_chain_through_a_rolled_back_savepoint(self, tmp_path: Path) -> None:
+        """Within one transaction each append continues from the previous one without reading
+        the head back, and a savepoint rolled back after its append hands its position and
+        hash back: the next append takes them, and the whole log verifies as one chain."""
+        from memoree.eventlog.store import first_chain_break
+
+        store = SqliteEventStore(connect(tmp_path / "log.sqlite3"))
+        append_one(store, new_event("a", 1, 0))
+        with store.transaction():
+            with store.transaction():
+                assert [e.commit_seq for e in store.append([new_event("b", 1, 1)])] == [2]
+            with pytest.raises(RuntimeError):
+                with store.transaction():
+                    store.append([new_event("c", 1, 2), new_event("c", 2, 3)])
+                    raise RuntimeError("the request failed after its append")
+            with store.transaction():
+                assert [e.commit_seq for e in store.append([new_event("d", 1, 4)])] == [3]
+            assert [e.commit_seq for e in store.append([new_event("e", 1, 5)])] == [4]
+        with store.transaction():
+            assert [e.commit_seq for e in store.append([new_event("f", 1, 6)])] == [5]
+        assert [e.stream_id for e in store.read()] == ["a", "b", "d", "e", "f"]
+        assert first_chain_break(store.read_raw()) is None

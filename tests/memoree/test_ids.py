@@ -20,3 +20,14 @@ class TestIds:
     def test_later_milliseconds_sort_later(self) -> None:
         """The time prefix orders ids by creation millisecond."""
         assert ulid_text(1_000) < ulid_text(2_000)
+
+
+def test_ulid_text_is_the_crockford_base32_of_its_128_bits() -> None:
+    """Random 16-byte values are written as the 26 Crockford characters of their bits (two zero
+    bits first), checked against a character-by-character reference."""
+    import os
+
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    for raw in [os.urandom(16) for _ in range(2000)] + [bytes(16), b"\xff" * 16, b"\x80" + bytes(15)]:
+        value = int.from_bytes(raw, "big")
+        assert ulid_from_bytes(raw) == "".join(alphabet[value >> (5 * (25 - i)) & 31] for i in range(26))

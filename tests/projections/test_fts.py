@@ -215,6 +215,61 @@ class TestGroupedIndexing:
         assert vocabulary(call.service.engine.conn) == vocabulary(single.service.engine.conn)
         single.service.close()
 
+    def test_grouped_requests_answer_and_store_byte_for_byte_what_lone_ones_do(self, tmp_path: Any) -> None:
+        """The same requests (varied ASCII and accented texts, a repeated key, a failing revise,
+        a claim, a purge) sent in groups of four and one by one, with the same clock and ids,
+        get byte-identical answers and leave identical projection tables; a replay of the grouped
+        store (verify) rebuilds the same rows."""
+        import itertools
+        import json
+
+        from memoree.admin.verify import verify
+        from memoree.service.service import Service
+
+        def open_store(name: str) -> Service:
+            ticks, ids = itertools.count(), itertools.count()
+            return Service(tmp_path / name, clock=lambda: f"2026-01-01T00:00:{next(ticks) % 60:02d}.000000Z",
+                           id_factory=lambda prefix: f"{prefix}_{next(ids):026d}")
+
+        def frame(i: int, op: str, inp: dict[str, Any], key: str | None = None) -> bytes:
+            return json.dumps({"v": 1, "request_id": f"r{i}", "op": op, "idempotency_key": key or f"k{i}",
+                               "context": CTX, "input": inp}).encode()
+
+        texts = [f"Note {i}: the cache_layer uses SQLite-WAL, tkt-{i:05d}; café Straße naïve {i}" if i % 3 == 0
+                 else f"Plain ascii words number {i} about wombats, numbats & quokkas; see x_y_{i}."
+                 for i in range(14)]
+        frames = [frame(i, "artifact.put", {"kind": "note", "title": f"t{i}", "content": {"type": "text", "data": t}})
+                  for i, t in enumerate(texts)]
+        frames.insert(5, frames[2])  # a replay of an earlier key
+        frames.insert(7, frame(90, "artifact.revise", {"artifact_id": "art_missing", "if_revision": "arev_x",
+                                                       "content": {"type": "text", "data": "fails"}}))
+        frames.append(frame(91, "claim.assert", {"claim_type": "fact", "statement": "Wombats use WAL"}))
+
+        lone, grouped = open_store("lone"), open_store("grouped")
+        lone_answers = [lone.handle_bytes(raw).body for raw in frames]
+        grouped_answers = []
+        for start in range(0, len(frames), 4):
+            with grouped.engine.group():
+                grouped_answers += [grouped.handle_bytes(raw).body for raw in frames[start:start + 4]]
+        first_id = json.loads(lone_answers[0])["result"]["artifact_id"]
+        last = [frame(92, "artifact.purge", {"artifact_id": first_id, "reason": "erasure"}), frames[1]]
+        lone_answers += [lone.handle_bytes(raw).body for raw in last]
+        with grouped.engine.group():
+            grouped_answers += [grouped.handle_bytes(raw).body for raw in last]
+        assert grouped_answers == lone_answers
+        assert b'"ok":false' in lone_answers[7] and b'"ok":true' in lone_answers[-2]
+        tables = [name for (name,) in lone.engine.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '%fts%' "
+            "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        for table in tables:
+            assert (grouped.engine.conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+                    == lone.engine.conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()), table
+        assert index_answers(grouped.engine.conn) == index_answers(lone.engine.conn)
+        report = verify(grouped.engine)
+        assert report["ok"], report["issues"]
+        lone.close()
+        grouped.close()
+
     def test_a_group_with_purges_leaves_the_vocabulary_one_by_one_writes_would(self, call: Caller,
                                                                               tmp_path: Any) -> None:
         """The vocabulary a group adds at its end (words of two scopes, one body purged in the
@@ -355,6 +410,25 @@ def test_one_pass_over_a_text_gives_its_vocabulary_and_its_length() -> None:
         assert words_and_count(text) == (words_of(text), word_count(text)), text
         assert words_and_count("Title words\n" + text)[1] == word_count("Title words") + word_count(text)
     assert words_of("Cache NOTES") == {"cache", "notes"} and words_of("Ünïcode") == {"unicode"}
+
+
+def test_ascii_text_is_split_into_the_same_words_as_the_word_pattern_finds() -> None:
+    """For ASCII text the fast split (every byte but a letter or digit made a space) yields the
+    word pattern's words in order, over random strings of every ASCII character, underscores,
+    digits, punctuation and control characters included; so vocabularies and lengths are the
+    pattern's."""
+    import random
+
+    from memoree.projections.fts_vocab import _WORD, _ascii_words, word_count, words_of
+
+    rng = random.Random(19)
+    every_ascii = "".join(chr(code) for code in range(128))
+    for _ in range(5000):
+        text = "".join(rng.choice(every_ascii if rng.random() < 0.3 else "aZ9_ -.\t\n")
+                       for _ in range(rng.randint(0, 60)))
+        assert _ascii_words(text) == _WORD.findall(text), repr(text)
+        assert word_count(text) == len(_WORD.findall(text))
+        assert words_of(text) == {w for w in _WORD.findall(text.lower()) if 3 <= len(w) <= 32}
 
 
 def test_a_deletion_look_up_finds_exactly_the_words_whose_deletions_hold_the_key() -> None:

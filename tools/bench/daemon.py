@@ -17,7 +17,9 @@ thread names: ``io`` is the listener's loop, then the writer, the syncer, the ch
 the client processes' own. The one-client row is also compared with the same puts made in this
 process (``Service.handle_bytes``: the same requests, texts and store size, no socket, no thread
 hand-off), which is what the daemon adds; the store's vectors are caught up before the timed puts
-on both sides.
+on both sides. It also prints how the writer grouped the four clients' puts (requests per group,
+from the daemon's ``daemon_stopped`` diagnostic), the writer's CPU per grouped and per lone put,
+and every core's busy time per put (machine-wide: on a shared machine other work counts too).
 
 ``--model`` compares the dense channel's cost through the daemon instead: two daemons, one with
 the model off (``MEMOREE_SEMANTIC=off``) and one with it, each store prefilled with ``--store``
@@ -91,11 +93,20 @@ def thread_cpu_seconds(pid: int) -> dict[str, float]:
     return seconds
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every core of this machine has spent busy since boot (``/proc/stat``: all but
+    idle and I/O wait), whoever spent them: on a shared machine other work counts too."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def daemon_put_rate(endpoint: Endpoint, bodies: list[bytes], clients: int, daemon_pid: int,
                     breakdown: dict[str, float] | None = None) -> tuple[float, float]:
     """Puts/s with ``clients`` client processes sharing ``bodies``, and the daemon's CPU ms per put.
-    ``breakdown``, when given, receives CPU ms per put for each daemon thread (by name) and for the
-    client processes (``clients``)."""
+    ``breakdown``, when given, receives CPU ms per put for each daemon thread (by name), for the
+    client processes (``clients``) and for the whole machine (``machine``: every core's busy
+    time, the bench's own process and other work on the machine included)."""
     context = multiprocessing.get_context("fork")
     ready, go = context.Semaphore(0), context.Event()
     share = len(bodies) // clients
@@ -106,6 +117,7 @@ def daemon_put_rate(endpoint: Endpoint, bodies: list[bytes], clients: int, daemo
     for _ in workers:
         ready.acquire()
     threads, children = thread_cpu_seconds(daemon_pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+    machine = machine_busy_seconds()
     cpu, started = daemon_cpu_seconds(daemon_pid), time.perf_counter()
     go.set()
     for worker in workers:
@@ -113,8 +125,10 @@ def daemon_put_rate(endpoint: Endpoint, bodies: list[bytes], clients: int, daemo
         if worker.exitcode:
             raise RuntimeError("a benchmark client failed")
     seconds, cpu = time.perf_counter() - started, daemon_cpu_seconds(daemon_pid) - cpu
+    machine = machine_busy_seconds() - machine
     puts = share * clients
     if breakdown is not None:
+        breakdown["machine"] = machine / puts * 1000
         for name, spent in thread_cpu_seconds(daemon_pid).items():
             if spent - threads.get(name, 0.0) > 0:
                 breakdown[name] = (spent - threads.get(name, 0.0)) / puts * 1000
@@ -160,9 +174,10 @@ def start_daemon(folder: Path, **settings: str) -> tuple[subprocess.Popen[bytes]
     """A daemon on a store in ``folder``, with no MEMOREE_ setting but ``settings``."""
     sock = folder / "run" / "bench.sock"
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMOREE_")}, **settings}
-    proc = subprocess.Popen([sys.executable, "-m", "memoree", "serve", "--listen", f"unix://{sock}",
-                             "--data-dir", str(folder / "daemon-data")], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(folder / "daemon.log", "wb") as log:  # its diagnostics (``writer_groups`` reads them)
+        proc = subprocess.Popen([sys.executable, "-m", "memoree", "serve", "--listen", f"unix://{sock}",
+                                 "--data-dir", str(folder / "daemon-data")], env=env,
+                                stdout=subprocess.DEVNULL, stderr=log)
     endpoint = Endpoint("unix", str(sock))
     deadline = time.monotonic() + 30
     while probe(endpoint) is None:
@@ -170,6 +185,19 @@ def start_daemon(folder: Path, **settings: str) -> tuple[subprocess.Popen[bytes]
             raise RuntimeError("the benchmark daemon did not start")
         time.sleep(0.05)
     return proc, endpoint
+
+
+def writer_groups(folder: Path) -> tuple[int, int] | None:
+    """(groups, requests in them) the stopped daemon's writer committed over its life, from its
+    ``daemon_stopped`` diagnostic; None when it wrote none (a daemon of an older tree)."""
+    for line in (folder / "daemon.log").read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("event") == "daemon_stopped" and "groups" in record:
+            return int(record["groups"]), int(record["grouped_requests"])
+    return None
 
 
 def vectors_lag(endpoint: Endpoint) -> int:
@@ -289,6 +317,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+        grouping = writer_groups(folder)
         in_process = service_put_rate(folder, texts(args.n))
         varied, varied_cpu, varied_later = in_process_put(folder, items[:args.store],
                                                           items[args.store:args.store + args.n])
@@ -299,7 +328,19 @@ def main(argv: list[str] | None = None) -> list[Row]:
           f"{old_cpu:.2f} ms (old bench text, empty store); in-process put (old text) {in_process:.0f}/s")
     for label, threads in (("1 client", one_threads), ("4 clients", four_threads)):
         print(f"CPU ms per put by thread, {label}: " + ", ".join(
-            f"{name} {spent:.3f}" for name, spent in sorted(threads.items(), key=lambda item: -item[1])))
+            f"{name} {spent:.3f}" for name, spent in sorted(threads.items(), key=lambda item: -item[1])
+            if name != "machine"))
+    if grouping is not None:
+        # Every mutation before the 4-client run came alone (one client, the prefill's batches,
+        # the `memoree call` puts), so the groups beyond one each are the 4 clients'.
+        groups, requests = grouping
+        four_puts = (args.n // 4) * 4
+        four_groups = groups - (requests - four_puts)
+        print(f"4 clients: {four_puts / max(1, four_groups):.2f} requests per group ({four_groups} groups); "
+              f"writer CPU per put {four_threads.get('writer', 0.0):.3f} ms grouped, "
+              f"{one_threads.get('writer', 0.0):.3f} ms lone (1 client)")
+    print(f"machine CPU per put (every core, the load average {os.getloadavg()[0]:.2f} included): "
+          f"{one_threads.get('machine', 0.0):.2f} ms (1 client), {four_threads.get('machine', 0.0):.2f} ms (4 clients)")
     print(f"in-process put of the same varied texts into a store of {args.store}: {varied:.0f}/s, "
           f"{varied_cpu:.2f} ms of CPU per put, then {varied_later:.3f} ms per put for the vectors' catch-up")
     rows = [
