@@ -43,8 +43,8 @@ from .analysis import STOPWORDS, is_identifier_like
 from .memo import DigestMemo, text_digest
 from .passages import folded_words
 
-__all__ = ["QueryTerms", "SoftMatcher", "content_words", "coverage_terms", "letter_words", "max_sim",
-           "query_terms", "soft_scores"]
+__all__ = ["QueryTerms", "SoftMatcher", "content_words", "coverage_terms", "letter_words",
+           "max_sim", "query_terms", "soft_scores"]
 
 # Function words a question and its answer share without saying anything about it (the usual
 # English list); for coverage, a term or text word that is one of them is not compared.
@@ -259,7 +259,8 @@ def query_terms(query: str) -> QueryTerms | None:
 def _query_terms(model: Any, query: str) -> QueryTerms | None:
     """Once per distinct question per process (recall, then context.build, ask the same one)."""
     pieces = " ".join(piece for piece in query.split() if not is_identifier_like(piece))
-    words = [w for w in letter_words(pieces, MAX_QUERY_TERMS * 2) if w not in STOPWORDS][:MAX_QUERY_TERMS]
+    words = [w for w in letter_words(pieces, MAX_QUERY_TERMS * 2)
+             if w not in STOPWORDS][:MAX_QUERY_TERMS]
     if not words:
         return None
     lexicon = _lexicon(model)
