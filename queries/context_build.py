@@ -45,7 +45,7 @@ from .search import (
     run_search,
     run_semantic,
 )
-from .soft_match import SoftMatcher, query_terms
+from .soft_match import SoftMatcher, coverage_terms
 
 __all__ = ["ContextBuildResult", "ManifestItem", "blockquote", "context_build", "render"]
 
@@ -334,7 +334,7 @@ def softly_covered(run: SearchRun, items: list[_Item], line_idf: list[float] | N
     terms: dict[str, float] = {}
     for index, unit in enumerate(run.analysis.units):
         if not unit.phrase and len(unit.tokens) == 1:
-            for term in query_terms(unit.tokens):
+            for term in coverage_terms(unit.tokens):
                 terms.setdefault(term, idf[index])
     if not terms:
         return None

@@ -15,7 +15,7 @@ same register close together (calibrated on the Memoree v2 paraphrase and honest
   ``CLAIM_ACCEPT_COSINE`` and ahead of the next visible claim by ``CLAIM_ACCEPT_MARGIN``), or
   when it is nearly a restatement of the query (``CLAIM_STRONG_COSINE``);
 * where neither holds and no claim qualifies by its words, ``queries.semantic`` may still accept
-  the claim a word-by-word judgement (``queries.soft_terms``) and a second channel agree on;
+  the claim a word-by-word judgement (``queries.soft_match``) and a second channel agree on;
 * an artifact qualifies by meaning only as the cited evidence of a near claim that qualifies
   (by meaning, or by its words), while itself at least ``MIN_CANDIDATE_COSINE`` near the query.
   An artifact that is merely near is a lead (an unqualified candidate), never an answer.

@@ -11,7 +11,7 @@ match), plus the two channels' agreement: a near
 claim whose cited source qualifies by its words; the sources a qualifying near claim cites (they
 join as candidates even when other documents are nearer); the artifact both channels put first;
 and, where none of that and no claim's words qualify, the claim the question's own words point
-to word by word (``queries.soft_terms``, over its statement and the evidence this request sees)
+to word by word (``queries.soft_match``, over its statement and the evidence this request sees)
 when a second channel (the whole question's nearest claim, or the lexical first) agrees.
 Anything else the channel finds is an unqualified lead. A dense-only artifact hit cites the exact
 passage whose meaning matched (or the span its claim quotes).
@@ -31,7 +31,7 @@ from typing import Any
 from memoree.projections.chunker import CHUNKER_VERSION, span_citation
 from memoree.projections.embedding import model_status
 
-from . import dense, soft_terms
+from . import dense, soft_match
 from .analysis import AnalyzedQuery
 from .candidates import (
     TABLES,
@@ -203,13 +203,13 @@ def _soft_choice(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, que
                  claims_table: DenseTable, sources_table: DenseTable,
                  near: Sequence[tuple[Candidate, dense.DenseHit]], known: dict[tuple[str, str], Candidate],
                  first_by_words: Candidate | None) -> Candidate | None:
-    """The near claim that the question's own words point to (``queries.soft_terms``), when a
+    """The near claim that the question's own words point to (``queries.soft_match``), when a
     second channel agrees: first by soft term match over the judged claims, ahead of the next by
     ``SOFT_ACCEPT_MARGIN``, and also the nearest claim by the whole question's meaning or the
     lexical channel's first claim. The judged claims are the near ones, made up to
     ``CLAIM_POOL_FLOOR`` with the nearest below the candidate floor (a small store's margins
     are then taken against as many claims as a large one's), plus the lexical first."""
-    terms = soft_terms.query_terms(query)
+    terms = soft_match.query_terms(query)
     if terms is None:
         return None
     judged = [c for c, _ in near]
@@ -222,7 +222,7 @@ def _soft_choice(conn: Any, index: Any, query: str, analysis: AnalyzedQuery, que
         judged.append(first_by_words)
     if len(judged) < 2:
         return None
-    scores = soft_terms.soft_scores(terms, _claim_texts(conn, sources_table, judged), [c.typo_units for c in judged])
+    scores = soft_match.soft_scores(terms, _claim_texts(conn, sources_table, judged), [c.typo_units for c in judged])
     order = sorted(range(len(judged)), key=lambda i: -scores[i])
     if scores[order[0]] - scores[order[1]] < SOFT_ACCEPT_MARGIN:
         return None

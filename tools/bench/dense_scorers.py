@@ -13,7 +13,7 @@ claims; LoCoMo: the observations of its conversation) with the local model, by e
 * ``word max-sim``: each content word of the question scored by its nearest statement word, averaged;
 * ``sentence+word``: the mean of ``sentence`` and ``word max-sim``;
 * ``evidence, content, off axis``: the three changes above that touch the vectors, together;
-* ``soft terms``: the acceptance's word-by-word judgement (``queries.soft_terms``) over the
+* ``soft terms``: the acceptance's word-by-word judgement (``queries.soft_match``) over the
   statement, its evidence text and its source's title.
 
 A last table measures the rule the channel ships for that judgement, over each question's 16
@@ -46,7 +46,7 @@ from typing import Any
 from memoree.admin.corpus import load_corpus
 from memoree.admin.locomo_data import read_dataset
 from memoree.projections.embedding import load_model
-from memoree.queries import soft_terms
+from memoree.queries import soft_match
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "eval"
 ADVERSARIAL = 5
@@ -126,10 +126,10 @@ class Scorers:
         raise ValueError(f"unknown scorer {name}")
 
     def soft(self, question: str, positions: Sequence[int]) -> Any:
-        terms = soft_terms.query_terms(question)
+        terms = soft_match.query_terms(question)
         if terms is None:
             return self.np.zeros(len(positions), dtype=self.np.float32)
-        return self.np.array(soft_terms.soft_scores(terms, [self.texts[i] for i in positions]), dtype=self.np.float32)
+        return self.np.array(soft_match.soft_scores(terms, [self.texts[i] for i in positions]), dtype=self.np.float32)
 
     def soft_choice(self, question: str) -> int | None:
         """The claim the shipped word-by-word rule accepts, or ``None``."""
