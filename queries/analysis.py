@@ -30,6 +30,19 @@ STOPWORDS = frozenset(
     """.split()
 )
 
+# The usual English function-word list (wider than ``STOPWORDS``, which keeps words such as
+# "not" or "only" that change what a query's units must match): what soft coverage leaves out of
+# its comparison, and what the LoCoMo baseline's query drops, as that folder's README says.
+ENGLISH_STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below
+between both but by can could did do does doing down during each few for from further had has
+have having he her here hers herself him himself his how i if in into is it its itself just me
+might more most my myself no nor not now of off on once only or other our ours ourselves out over
+own same she should so some such than that the their theirs them themselves then there these they
+this those through to too under until up very was we were what when where which while who whom
+why will with would you your yours yourself yourselves
+""".split())
+
 HISTORICAL_MARKERS = (
     "previous", "previously", "prior", "earlier", "history", "historical", "decided",
     "decision", "learned", "audit", "remember",

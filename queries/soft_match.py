@@ -39,24 +39,15 @@ from typing import Any
 
 from memoree.projections.embedding import load_model
 
-from .analysis import STOPWORDS, is_identifier_like
+from .analysis import ENGLISH_STOPWORDS, STOPWORDS, is_identifier_like
 from .memo import DigestMemo, text_digest
 from .passages import folded_words
 
 __all__ = ["QueryTerms", "SoftMatcher", "content_words", "coverage_terms", "letter_words",
            "max_sim", "query_terms", "soft_scores"]
 
-# Function words a question and its answer share without saying anything about it (the usual
-# English list); for coverage, a term or text word that is one of them is not compared.
-COVERAGE_STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had has
-have having he her here hers herself him himself his how i if in into is it its itself just me
-might more most my myself no nor not now of off on once only or other our ours ourselves out over
-own same she should so some such than that the their theirs them themselves then there these they
-this those through to too under until up very was we were what when where which while who whom
-why will with would you your yours yourself yourselves
-""".split())
+# For coverage, a term or text word that is a function word is not compared.
+COVERAGE_STOPWORDS = ENGLISH_STOPWORDS
 MIN_TERM_CHARS = 3  # "s" of "Caroline's", "ll" of "it'll": pieces, not terms
 NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "non", "dis")
 MAX_QUERY_TERMS = 32  # a judged question's words

@@ -19,19 +19,12 @@ from memoree.admin.locomo_data import (
     collapse,
 )
 from memoree.eventlog.db import sqlite3
+from memoree.queries.analysis import ENGLISH_STOPWORDS
 
 __all__ = ["Answer", "Cited", "TurnIndex", "answer_from_result", "baseline_expression", "covers",
            "found_turns", "turn_found"]
 
-BASELINE_STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had has
-have having he her here hers herself him himself his how i if in into is it its itself just me
-might more most my myself no nor not now of off on once only or other our ours ourselves out over
-own same she should so some such than that the their theirs them themselves then there these they
-this those through to too under until up very was we were what when where which while who whom
-why will with would you your yours yourself yourselves
-""".split())
+BASELINE_STOPWORDS = ENGLISH_STOPWORDS  # the folder README's "common stopwords"
 _WORD = re.compile(r"\w+")
 _CITATION = re.compile(r"memoree://artifact/([^@\s`#)\"'\]]+)@([^#\s`)\"'\]]+)(?:#(\d+)-(\d+))?")
 _TEXT_KEYS = frozenset({"rendered_markdown", "statement", "excerpt"})

@@ -11,6 +11,7 @@ from memoree.projections import embedding
 from memoree.projections.vectors import MODEL_VERSION, PASSAGE_BYTES, embedded_through, passage_spans
 from memoree.service.service import Service
 from tests.conftest import Caller
+from tests.modelsupport import model_absent
 
 TABLES = ("artifact_vectors", "claim_vectors", "vector_state")
 
@@ -117,16 +118,11 @@ class TestProjection:
     def test_a_store_opened_without_the_model_stays_empty_and_is_rebuilt_once_it_is_there(
             self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """Without the model the projection writes nothing (version 0); with it, the next open rebuilds it."""
-        monkeypatch.setenv(embedding.DISABLE_ENV, "off")
-        embedding._probe.cache_clear()
-        try:
+        with model_absent(monkeypatch):
             service = Service(tmp_path / "data")
             populate(Caller(service))
             assert not any(rows(service.engine.conn)[t] for t in ("artifact_vectors", "claim_vectors"))
             service.close()
-        finally:
-            monkeypatch.delenv(embedding.DISABLE_ENV)
-            embedding._probe.cache_clear()
         service = Service(tmp_path / "data")
         try:
             conn = service.engine.conn

@@ -10,6 +10,7 @@ import pytest
 
 from memoree.projections import embedding
 from tests.conftest import CTX, Caller
+from tests.modelsupport import model_absent
 
 SIBLING = {"workspace_id": CTX["workspace_id"], "project_id": "prj_sibling"}
 QUESTION = "How are passwords stored?"
@@ -49,11 +50,8 @@ def without_clock(document: Any) -> Any:
 
 @pytest.fixture
 def model_missing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(embedding.DISABLE_ENV, "off")
-    embedding._probe.cache_clear()
-    yield
-    monkeypatch.delenv(embedding.DISABLE_ENV)
-    embedding._probe.cache_clear()
+    with model_absent(monkeypatch):
+        yield
 
 
 class TestMeaning:
@@ -202,13 +200,8 @@ class TestTurningItOff:
         off = call.ok("search", {**request, "semantic": {"enabled": False}})["result"]
         on = call.ok("search", request)["result"]
         assert off["hits"] != on["hits"] and "disabled" == off["semantic"]["state"]
-        monkeypatch.setenv(embedding.DISABLE_ENV, "off")
-        embedding._probe.cache_clear()
-        try:
+        with model_absent(monkeypatch):
             lexical = call.ok("search", request)["result"]
-        finally:
-            monkeypatch.delenv(embedding.DISABLE_ENV)
-            embedding._probe.cache_clear()
         assert without_clock(lexical["hits"]) == without_clock(off["hits"])
         assert lexical["retrieval_mode"] == off["retrieval_mode"] != on["retrieval_mode"]
 
