@@ -12,7 +12,8 @@ recorded in the log's no-op table, pointing at the existing row's ``commit_seq``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ from memoree.projections.base import Projector, apply_events
 from memoree.projections.idempotency import result_document, stored_result
 
 from . import artifacts, claims, facts, purge, relations
+from .bulk import PutRun, replayed_document
 from .context import DecideContext, Decision
 from .loaders import (
     load_append_state,
@@ -168,6 +170,23 @@ class CommandHandler:
         self.new_id = new_id
         self.node_key = node_key
         self.deferred: list[Callable[[], object]] = []
+        self.run: PutRun | None = None  # inside ``bulk()``: the puts decided, not written yet
+
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Inside an open write transaction (a group): runs of small ``artifact.put`` requests
+        are answered one by one and written together (``commands.bulk``). Their writes go in
+        before any other mutation and at the block's end; a failure to write them fails the
+        block (the caller's transaction must then roll back), never one request."""
+        if self.run is not None:
+            yield
+            return
+        run = self.run = PutRun(self)
+        try:
+            yield
+            run.write()
+        finally:
+            self.run = None
 
     def run_deferred(self) -> None:
         """Run side effects that must wait for the commit (the group's, under group commit)."""
@@ -190,6 +209,12 @@ class CommandHandler:
         """
         command = COMMANDS[op]
         prepared = command.prepare(inp, self.node_key()) if command.signs else command.prepare(inp)
+        if self.run is not None:
+            if self.run.takes(op, prepared):
+                commit_seq, result_json, replayed = self.run.put(inp, prepared, scope, idempotency_key,
+                                                                 request_digest, command.decide)
+                return Outcome(commit_seq=commit_seq, result_json=result_json, replayed=replayed)
+            self.run.write()  # this mutation may read what the run's puts write
         for attempt in range(STALE_RETRIES + 1):
             try:
                 return self._execute_once(op, command, inp, prepared, scope, idempotency_key, request_digest)
@@ -253,7 +278,7 @@ class CommandHandler:
         stored_digest, _, commit_seq, result_json = recorded
         if stored_digest != digest:
             raise IdempotencyConflict(key, details={"idempotency_key": key})
-        return Outcome(commit_seq=commit_seq, result_json=_as_replayed(result_json), replayed=True)
+        return Outcome(commit_seq=commit_seq, result_json=replayed_document(result_json), replayed=True)
 
 
 def _keyed_result(conn: Any, events: Sequence[RecordedEvent], key: str) -> tuple[int, bytes] | None:
@@ -265,7 +290,3 @@ def _keyed_result(conn: Any, events: Sequence[RecordedEvent], key: str) -> tuple
     return None
 
 
-def _as_replayed(result_json: bytes) -> bytes:
-    document = msgspec.json.decode(result_json)
-    document["created"] = False
-    return msgspec.json.encode(document)

@@ -10,8 +10,10 @@ not a projection): reindex never touches it, backups copy it.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,8 @@ class ContentStore:
 
     # The last object put() received (digest, bytes), handed to readers in the same transaction.
     _just_stored: tuple[str, bytes] | None = None
+    # The objects the last put_inline_many() received, by digest, until forget_batch().
+    _batch_stored: dict[str, bytes] = {}
 
     def __init__(self, conn: Any, root: Path) -> None:
         self.conn = conn
@@ -78,6 +82,18 @@ class ContentStore:
             self._write_file(digest, data)
         return digest
 
+    def put_inline_many(self, blobs: Sequence[tuple[bytes, str]]) -> None:
+        """Store small ``(data, digest)`` objects (each at most ``INLINE_BLOB_BYTES``) in one
+        statement, in order, as ``put`` one by one would; call inside the write transaction. The
+        projections read them back in the same transaction: ``get`` hands each over once."""
+        self.conn.executemany("INSERT OR IGNORE INTO cas_inline (hash, size, data) VALUES (?, ?, ?)",
+                              [(digest, len(data), data) for data, digest in blobs])
+        self._batch_stored = {digest: data for data, digest in blobs}
+
+    def forget_batch(self) -> None:
+        """Drop what ``put_inline_many`` handed over and nobody read (it stays in the table)."""
+        self._batch_stored = {}
+
     def get(self, digest: str, size: int) -> bytes:
         """The verified bytes for ``digest``; INTEGRITY_ERROR when missing or damaged."""
         just_stored = self._just_stored
@@ -85,6 +101,9 @@ class ContentStore:
                 and self.conn.in_transaction):
             self._just_stored = None
             return just_stored[1]  # put() received them with their digest a moment ago
+        batch_stored = self._batch_stored.get(digest)
+        if batch_stored is not None and len(batch_stored) == size and self.conn.in_transaction:
+            return batch_stored
         data = self._read(digest, size)
         if len(data) != size or digest_hex(data) != digest:
             raise IntegrityError(f"blob {digest} does not match its digest or size",
@@ -143,6 +162,16 @@ class ContentStore:
         """Every purge event's stored bytes, by artifact: ``is_purged`` for a whole replay at once."""
         purges: dict[str, list[bytes]] = {}
         for stream_id, data in self._purge_events():
+            purges.setdefault(stream_id, []).append(bytes(data))
+        return purges
+
+    def purges_of(self, artifact_ids: Sequence[str]) -> dict[str, list[bytes]]:
+        """``purges_by_artifact`` for the given artifacts only (one look-up in the purge index)."""
+        rows = self.conn.execute(
+            "SELECT stream_id, data FROM events WHERE type = 'artifact.purged' AND stream_id IN "
+            "(SELECT value FROM json_each(?))", (json.dumps(list(artifact_ids)),))
+        purges: dict[str, list[bytes]] = {}
+        for stream_id, data in rows:
             purges.setdefault(stream_id, []).append(bytes(data))
         return purges
 

@@ -153,15 +153,6 @@ class SqliteEventStore:
                 request_digest=event.request_digest, payload=event.payload,
             )
             digest = chain_hash(prev, data)
-            try:
-                self.conn.execute(INSERT_EVENT, (
-                    seq, event.event_id, event.type, event.stream_id, event.stream_version,
-                    event.at, event.idempotency_key, event.request_digest, data, prev, digest,
-                ))
-            except sqlite3.IntegrityError as exc:
-                raise _append_conflict(exc, event) from exc
-            except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc) from exc
             recorded.append(RecordedEvent(
                 commit_seq=seq, event_id=event.event_id, type=event.type,
                 stream_id=event.stream_id, stream_version=event.stream_version, at=event.at,
@@ -170,8 +161,26 @@ class SqliteEventStore:
                 prev_hash=prev, hash=digest,
             ))
             prev = digest
+        self._insert(recorded)
         self._head = LogHead(seq, prev)
         return recorded
+
+    def _insert(self, recorded: Sequence[RecordedEvent]) -> None:
+        """The rows of appended events, in one statement (a batch's events go in together)."""
+        rows = [(e.commit_seq, e.event_id, e.type, e.stream_id, e.stream_version, e.at,
+                 e.idempotency_key, e.request_digest, e.data, e.prev_hash, e.hash) for e in recorded]
+        before = self.conn.total_changes
+        try:
+            if len(rows) == 1:
+                self.conn.execute(INSERT_EVENT, rows[0])
+            else:
+                self.conn.executemany(INSERT_EVENT, rows)
+        except sqlite3.IntegrityError as exc:
+            # The rows before the refused one went in (each changes one row): it is the next.
+            refused = recorded[min(self.conn.total_changes - before, len(recorded) - 1)]
+            raise _append_conflict(exc, refused) from exc
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc) from exc
 
     def head(self) -> LogHead:
         row = self.conn.execute(
@@ -243,7 +252,7 @@ def savepoint(conn: Any, name: str) -> Iterator[Any]:
     conn.execute(f"RELEASE {name}")
 
 
-def _append_conflict(exc: Exception, event: NewEvent) -> MemoreeError:
+def _append_conflict(exc: Exception, event: NewEvent | RecordedEvent) -> MemoreeError:
     text = str(exc)
     if "stream_id" in text or "stream_version" in text:
         return StreamVersionConflict(

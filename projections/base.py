@@ -20,6 +20,7 @@ from memoree.eventlog.db import execute_script
 from memoree.eventlog.store import EventSink, RecordedEvent
 
 __all__ = [
+    "BATCHABLE_TYPES",
     "CHECKPOINT_SCHEMA",
     "Projector",
     "apply_events",
@@ -38,6 +39,13 @@ CREATE TABLE IF NOT EXISTS projector_checkpoints (
     position INTEGER NOT NULL
 ) STRICT;
 """
+
+
+# Events whose projection reads nothing another event of the same batch writes (a new artifact:
+# its rows come from its own event and bytes): a batch made only of them is applied projector by
+# projector, each projector writing the whole batch at once (``apply_many``), instead of event by
+# event, and leaves the same rows.
+BATCHABLE_TYPES = frozenset({"artifact.created"})
 
 
 class Projector(Protocol):
@@ -86,15 +94,30 @@ def apply_events(conn: Any, projectors: Sequence[Projector], events: Sequence[Re
     refused here all the same."""
     if not events:
         return
-    for event in events:
+    if len(events) > 1 and all(event.type in BATCHABLE_TYPES for event in events):
         for projector in projectors:
-            projector.apply(conn, event)
+            _apply_batch(conn, projector, events)
+    else:
+        for event in events:
+            for projector in projectors:
+                projector.apply(conn, event)
     names = tuple(p.name for p in projectors)
     deferred = _deferred_checkpoints.get(id(conn))
     if deferred is not None and deferred.names == names:
         deferred.applied(events[0].commit_seq, events[-1].commit_seq)
         return
     _advance_checkpoints(conn, names, events[0].commit_seq - 1, events[-1].commit_seq)
+
+
+def _apply_batch(conn: Any, projector: Projector, events: Sequence[RecordedEvent]) -> None:
+    """Every event of a batch of ``BATCHABLE_TYPES`` to one projector: through its
+    ``apply_many(conn, events)`` (a statement per table for the batch) where it has one."""
+    apply_many = getattr(projector, "apply_many", None)
+    if apply_many is not None:
+        apply_many(conn, events)
+        return
+    for event in events:
+        projector.apply(conn, event)
 
 
 def _advance_checkpoints(conn: Any, names: Sequence[str], start: int, end: int) -> None:

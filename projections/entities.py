@@ -8,6 +8,7 @@ column derives from the event: ids from its payload, times from its ``at``, posi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import msgspec
@@ -17,6 +18,27 @@ from memoree.eventlog.store import RecordedEvent
 __all__ = ["EntitiesProjector"]
 
 _encode = msgspec.json.Encoder(order="sorted").encode
+
+
+_INSERT_ARTIFACT = (
+    "INSERT INTO artifacts (id, workspace_id, project_id, task_id, component, kind, "
+    "current_revision_id, current_revision_number, status, created_at, updated_at, "
+    "stream_version) VALUES (?,?,?,?,?,?,?,1,'active',?,?,?)")
+_INSERT_ARTIFACT_REVISION = (
+    "INSERT INTO artifact_revisions (id, artifact_id, revision_number, title, media_type, "
+    "blob_hash, size_bytes, provenance_json, actor, created_at, commit_seq) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+
+
+def _artifact_row(event: RecordedEvent) -> tuple[Any, ...]:
+    p, scope = event.payload, event.scope
+    return (p.artifact_id, scope.workspace_id, scope.project_id, scope.task_id, scope.component,
+            p.kind, p.revision_id, event.at, event.at, event.stream_version)
+
+
+def _artifact_revision_row(event: RecordedEvent, p: Any, number: int) -> tuple[Any, ...]:
+    return (p.revision_id, p.artifact_id, number, p.title, p.media_type, p.blob_hash,
+            p.size_bytes, _encode(p.provenance).decode(), p.actor, event.at, event.commit_seq)
 
 
 class EntitiesProjector:
@@ -95,15 +117,18 @@ CREATE TABLE IF NOT EXISTS claim_revisions (
         if handler is not None:
             handler(conn, event, event.payload)
 
+    def apply_many(self, conn: Any, events: Sequence[RecordedEvent]) -> None:
+        """A batch of new artifacts (``projections.base.BATCHABLE_TYPES``): one statement per table."""
+        if any(event.type != "artifact.created" for event in events):
+            for event in events:
+                self.apply(conn, event)
+            return
+        conn.executemany(_INSERT_ARTIFACT, [_artifact_row(event) for event in events])
+        conn.executemany(_INSERT_ARTIFACT_REVISION, [_artifact_revision_row(event, event.payload, 1)
+                                                    for event in events])
+
     def _artifact_created(self, conn: Any, event: RecordedEvent, p: Any) -> None:
-        scope = event.scope
-        conn.execute(
-            "INSERT INTO artifacts (id, workspace_id, project_id, task_id, component, kind, "
-            "current_revision_id, current_revision_number, status, created_at, updated_at, "
-            "stream_version) VALUES (?,?,?,?,?,?,?,1,'active',?,?,?)",
-            (p.artifact_id, scope.workspace_id, scope.project_id, scope.task_id, scope.component,
-             p.kind, p.revision_id, event.at, event.at, event.stream_version),
-        )
+        conn.execute(_INSERT_ARTIFACT, _artifact_row(event))
         self._insert_artifact_revision(conn, event, p, 1)
 
     def _artifact_revised(self, conn: Any, event: RecordedEvent, p: Any) -> None:
@@ -129,13 +154,7 @@ CREATE TABLE IF NOT EXISTS claim_revisions (
         )
 
     def _insert_artifact_revision(self, conn: Any, event: RecordedEvent, p: Any, number: int) -> None:
-        conn.execute(
-            "INSERT INTO artifact_revisions (id, artifact_id, revision_number, title, media_type, "
-            "blob_hash, size_bytes, provenance_json, actor, created_at, commit_seq) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (p.revision_id, p.artifact_id, number, p.title, p.media_type, p.blob_hash,
-             p.size_bytes, _encode(p.provenance).decode(), p.actor, event.at, event.commit_seq),
-        )
+        conn.execute(_INSERT_ARTIFACT_REVISION, _artifact_revision_row(event, p, number))
 
     def _claim_asserted(self, conn: Any, event: RecordedEvent, p: Any) -> None:
         scope = event.scope

@@ -25,7 +25,7 @@ rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -35,8 +35,10 @@ from memoree.eventlog.store import RecordedEvent
 
 from .chunker import CHUNKER_VERSION, chunk_spans
 from .fts_vocab import (
+    GLOBAL_SCOPE,
     VOCAB_SCHEMA,
     add_scope_doc,
+    add_scope_docs,
     forget_words,
     index_word_set,
     owner_scope_tokens,
@@ -325,18 +327,44 @@ class FtsProjector:
 
     @staticmethod
     def _insert_chunks(conn: Any, doc_id: int, artifact_id: str, revision_id: str, body: str) -> None:
-        rows = [("title", None, None, None)]
-        rows += [("body", ordinal, start, end)
-                 for ordinal, (start, end) in enumerate(chunk_spans(body.encode("utf-8")))]
-        # Chunk ids derive from the document and the row's place in it, never from history, so a
-        # replay that meets purged (empty) bodies numbers every later chunk the same way.
-        first = doc_id << CHUNK_ID_BITS
-        conn.executemany(
-            "INSERT INTO artifact_chunks (chunk_id, revision_id, artifact_id, row_kind, ordinal, "
-            "start_byte, end_byte, chunker_version) VALUES (?,?,?,?,?,?,?,?)",
-            [(first + offset, revision_id, artifact_id, row_kind, ordinal, start, end, CHUNKER_VERSION)
-             for offset, (row_kind, ordinal, start, end) in enumerate(rows)],
-        )
+        conn.executemany(_INSERT_CHUNK, _chunk_rows(doc_id, artifact_id, revision_id, body))
+
+    def apply_many(self, conn: Any, events: Sequence[RecordedEvent]) -> None:
+        """A batch of new artifacts (``projections.base.BATCHABLE_TYPES``) indexed as ``apply``
+        one by one would, with one statement per table for the batch: the text rows numbered
+        after the newest one (as SQLite numbers them), the batch's purges looked up once (a
+        shared log's replica may hold a purge it has not applied yet), the scope counts summed
+        per scope, the words of each owner scope added once."""
+        if self.bulk or any(event.type != "artifact.created" or event.scope is None for event in events):
+            for event in events:
+                self.apply(conn, event)
+            return
+        purges = self.cas.purges_of([event.payload.artifact_id for event in events])
+        texts: list[tuple[Any, ...]] = []
+        chunks: list[tuple[Any, ...]] = []
+        counts: dict[str, tuple[int, int]] = {}
+        vocabularies: dict[tuple[str, ...], set[str]] = {}
+        for doc_id, event in enumerate(events, last_doc_ids(conn)[0] + 1):
+            p, scopes = event.payload, _creator_scopes(event) or []
+            purged = any(p.blob_hash.encode() in data for data in purges.get(p.artifact_id, ()))
+            body = "" if purged else body_index_text(p.media_type, self.cas.get(p.blob_hash, p.size_bytes))
+            vocabulary, words = words_and_count(p.title + "\n" + body)
+            texts.append((doc_id, p.revision_id, p.artifact_id, p.title, body, " ".join(scopes), words))
+            self._keep_words("artifact", doc_id, p.revision_id, vocabulary)
+            for token in (GLOBAL_SCOPE, *scopes):
+                docs, total = counts.get(token, (0, 0))
+                counts[token] = (docs + 1, total + words)
+            vocabularies.setdefault(tuple(scopes), set()).update(vocabulary)
+            chunks += _chunk_rows(doc_id, p.artifact_id, p.revision_id, body)
+        conn.executemany("INSERT INTO artifact_search_text (doc_id, revision_id, artifact_id, title, body, "
+                         "scope, words) VALUES (?,?,?,?,?,?,?)", texts)
+        add_scope_docs(conn, "artifact", counts)
+        if self._indexing_now:
+            for scopes_key, vocabulary in vocabularies.items():
+                index_word_set(conn, list(scopes_key), vocabulary)
+            conn.executemany("INSERT INTO artifact_fts (rowid, title, body, scope) VALUES (?, ?, ?, ?)",
+                             [(row[0], row[3], row[4], row[5]) for row in texts])
+        conn.executemany(_INSERT_CHUNK, chunks)
 
     def _index_claim_revision(self, conn: Any, p: Any, scopes: list[str] | None) -> None:
         scopes = scopes or _owner_scopes(conn, "claims", p.claim_id)
@@ -354,6 +382,22 @@ class FtsProjector:
         if self._indexing_now:
             conn.execute("INSERT INTO claim_fts (rowid, statement, scope) VALUES (?, ?, ?)",
                          (doc_id, p.statement, scope))
+
+
+_INSERT_CHUNK = ("INSERT INTO artifact_chunks (chunk_id, revision_id, artifact_id, row_kind, ordinal, "
+                 "start_byte, end_byte, chunker_version) VALUES (?,?,?,?,?,?,?,?)")
+
+
+def _chunk_rows(doc_id: int, artifact_id: str, revision_id: str, body: str) -> list[tuple[Any, ...]]:
+    """The citation rows of one text row: its spanless title row, then one per body chunk."""
+    rows = [("title", None, None, None)]
+    rows += [("body", ordinal, start, end)
+             for ordinal, (start, end) in enumerate(chunk_spans(body.encode("utf-8")))]
+    # Chunk ids derive from the document and the row's place in it, never from history, so a
+    # replay that meets purged (empty) bodies numbers every later chunk the same way.
+    first = doc_id << CHUNK_ID_BITS
+    return [(first + offset, revision_id, artifact_id, row_kind, ordinal, start, end, CHUNKER_VERSION)
+            for offset, (row_kind, ordinal, start, end) in enumerate(rows)]
 
 
 def last_doc_ids(conn: Any) -> tuple[int, int]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -34,6 +34,7 @@ from blake3 import blake3
 
 __all__ = [
     "GLOBAL_SCOPE", "MAX_VOCAB_WORD", "MIN_VOCAB_WORD", "REVERSED_KEY", "VOCAB_SCHEMA", "add_scope_doc",
+    "add_scope_docs",
     "deletion_lookup_keys", "deletions", "fold", "forget_words", "index_word_set", "index_words",
     "owner_scope_tokens", "remove_scope_words", "scope_token", "stored_deletion_keys", "word_count",
     "words_and_count", "words_of",
@@ -161,10 +162,16 @@ def word_count(text: str) -> int:
 
 def add_scope_doc(conn: Any, table: str, scopes: Iterable[str], words: int) -> None:
     """Count one more document of ``table``, and its words, in each scope (and store-wide)."""
+    add_scope_docs(conn, table, {scope: (1, words) for scope in (GLOBAL_SCOPE, *scopes)})
+
+
+def add_scope_docs(conn: Any, table: str, counts: Mapping[str, tuple[int, int]]) -> None:
+    """Count ``(documents, words)`` more of ``table`` in each scope named (GLOBAL_SCOPE included
+    where the caller counted it): a batch of documents adds its sums in one row per scope."""
     conn.executemany(
-        "INSERT INTO search_scope_docs (tbl, scope, docs, words) VALUES (?, ?, 1, ?) "
-        "ON CONFLICT(tbl, scope) DO UPDATE SET docs = docs + 1, words = words + excluded.words",
-        [(table, scope, words) for scope in (GLOBAL_SCOPE, *scopes)],
+        "INSERT INTO search_scope_docs (tbl, scope, docs, words) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(tbl, scope) DO UPDATE SET docs = docs + excluded.docs, words = words + excluded.words",
+        [(table, scope, docs, words) for scope, (docs, words) in counts.items()],
     )
 
 

@@ -42,7 +42,7 @@ artifact is built once at the replay's end.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -296,6 +296,17 @@ class VectorsProjector:
             self._collect(conn, until_empty=True)  # the artifact's rows are stored before they go
             conn.execute(BY_ARTIFACT)  # a replay's first purge builds it; a no-op after
             self._erase(conn, event.payload.artifact_id)
+
+    def apply_many(self, conn: Any, events: Sequence[RecordedEvent]) -> None:
+        """A batch of new artifacts (``projections.base.BATCHABLE_TYPES``): catching up, the one
+        mark the first of them would set one by one; otherwise each as ``apply``."""
+        if (self.model is not None and self.lazy and not self.bulk
+                and all(event.type in EMBEDDED_EVENTS for event in events)):
+            conn.execute("INSERT OR IGNORE INTO vector_state (key, value) VALUES (?, ?)",
+                         (WATERMARK, events[0].commit_seq - 1))
+            return
+        for event in events:
+            self.apply(conn, event)
 
     def _mark_lagging(self, conn: Any, event: RecordedEvent) -> None:
         """Catching up: a text only marks the rows as lagging (the first after a catch-up sets

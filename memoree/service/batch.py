@@ -5,7 +5,10 @@ request id) and is answered exactly as if it came alone: the same validation, th
 the same idempotent replay, in its own savepoint, so a refused request takes nothing of the others
 with it. The batch commits once, with its text indexed once (``Engine.group``), which is what makes
 an import of thousands of records cost one fsync per batch instead of one per record, and a
-re-import of an unchanged file cost one round trip per batch of replays. Only mutations may be
+re-import of an unchanged file cost one round trip per batch of replays. Runs of small artifact
+puts are decided one by one and written together, one statement per table (``Engine.bulk``,
+``commands.bulk``): they need no savepoint, since nothing of them is written before they are
+decided. Only mutations may be
 batched. A store-wide failure (a full disk) fails the whole batch: nothing of it is written.
 """
 
@@ -36,7 +39,7 @@ def run(service: Any, inp: Any) -> dict[str, Any]:
         _require_mutation(service, index, bytes(raw))
     engine = service.engine
     try:
-        with engine.group():
+        with engine.bulk():
             # The batch frame was checked for repeated keys as a whole, these requests with it.
             replies = [msgspec.Raw(service.handle_bytes(bytes(raw), fallback_request_id="req_batch",
                                                         keys_checked=True).body)

@@ -174,6 +174,15 @@ class Engine:
             if entered:
                 section.__exit__(None, None, None)
 
+    @contextmanager
+    def bulk(self) -> Iterator[Any]:
+        """A ``group`` whose small artifact puts are answered one by one and written together
+        (``commands.bulk``): what a ``batch`` request runs in. A shared log's hosts decide each
+        put against the shared head, so there it is a plain group."""
+        with self.group() as conn:
+            with self.handler.bulk() if self.shared is None else nullcontext():
+                yield conn
+
     def node_key(self) -> NodeKey:
         """The current node key, its epoch recorded in the log first (at first use)."""
         key = self.keys.current()
