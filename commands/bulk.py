@@ -19,7 +19,7 @@ is rolled back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,18 @@ class PutRun:
         self.answered: dict[str, _Answered] = {}
         self.next_seq = 0  # the position of the next put (0: read the head first)
         self.failed: BaseException | None = None
+        # Keys the log did not hold when the block's requests were announced (``expect``) and
+        # no mutation outside the run has written since: their puts need no replay look-up.
+        self.unknown_keys: set[str] = set()
+
+    def expect(self, keys: Sequence[str]) -> None:
+        """Look up the keys of the requests to come at once, instead of one put at a time."""
+        self.unknown_keys = set(keys) - self.handler.log.known_keys(keys)
+
+    def before_other_mutation(self) -> None:
+        """Another mutation is about to run: it may read the run's rows and record any key."""
+        self.write()
+        self.unknown_keys = set()
 
     @staticmethod
     def takes(op: str, prepared: Any) -> bool:
@@ -73,7 +85,7 @@ class PutRun:
                 raise IdempotencyConflict(key, details={"idempotency_key": key})
             return earlier.commit_seq, replayed_document(earlier.result_json), True
         handler = self.handler
-        replay = handler.replay(handler.log.conn, key, digest)
+        replay = None if key in self.unknown_keys else handler.replay(handler.log.conn, key, digest)
         if replay is not None:
             return replay.commit_seq, replay.result_json, True
         if not self.next_seq:

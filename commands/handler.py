@@ -172,6 +172,12 @@ class CommandHandler:
         self.deferred: list[Callable[[], object]] = []
         self.run: PutRun | None = None  # inside ``bulk()``: the puts decided, not written yet
 
+    def expect_keys(self, keys: Sequence[str]) -> None:
+        """Inside ``bulk()``: the namespaced keys of the requests to come, looked up at once (a
+        key left out, or a wrong one, only costs its put a look-up of its own)."""
+        if self.run is not None:
+            self.run.expect(keys)
+
     @contextmanager
     def bulk(self) -> Iterator[None]:
         """Inside an open write transaction (a group): runs of small ``artifact.put`` requests
@@ -214,7 +220,7 @@ class CommandHandler:
                 commit_seq, result_json, replayed = self.run.put(inp, prepared, scope, idempotency_key,
                                                                  request_digest, command.decide)
                 return Outcome(commit_seq=commit_seq, result_json=result_json, replayed=replayed)
-            self.run.write()  # this mutation may read what the run's puts write
+            self.run.before_other_mutation()
         for attempt in range(STALE_RETRIES + 1):
             try:
                 return self._execute_once(op, command, inp, prepared, scope, idempotency_key, request_digest)

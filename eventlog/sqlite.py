@@ -10,6 +10,7 @@ the one place that translates ``sqlite3`` errors into the error tree.
 from __future__ import annotations
 
 import errno
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -200,6 +201,14 @@ class SqliteEventStore:
             "SELECT commit_seq, request_digest, type FROM events WHERE idempotency_key = ?", (key,)
         ).fetchone()
         return None if row is None else IdempotencyHit(row[0], row[1] or "", row[2])
+
+    def known_keys(self, keys: Sequence[str]) -> set[str]:
+        """Which of ``keys`` the log (or its no-op table) has recorded, in one look-up."""
+        rows = self.conn.execute(
+            "SELECT idempotency_key FROM events WHERE idempotency_key IN (SELECT value FROM json_each(?1)) "
+            "UNION ALL SELECT key FROM idempotency_noops WHERE key IN (SELECT value FROM json_each(?1))",
+            (json.dumps(list(keys)),))
+        return {key for (key,) in rows}
 
     def record_noop(self, key: str, request_digest: str, operation: str, commit_seq: int,
                     result_json: bytes, at: str) -> None:

@@ -47,8 +47,8 @@ def batch(service: Service, requests: list[dict[str, Any]]) -> dict[str, Any]:
 class TestBulkLane:
     def test_a_batch_answers_and_stores_byte_for_byte_what_its_requests_one_by_one_do(self, tmp_path: Path) -> None:
         """Puts (ASCII, accented, repeated bytes, a key repeated in the run, a key reused with other
-        bytes, an earlier batch's key), a refused revise, a claim citing a put of the same batch
-        and a purge, sent as batches and one by one with the same clock and ids, get the same
+        bytes, an earlier batch's key, the key of a claim just before), a refused revise, a claim
+        citing a put of the same batch and a purge, sent as batches and one by one with the same clock and ids, get the same
         answers and leave the same rows; verify's replay of the batched store agrees."""
         lone, batched = open_store(tmp_path / "lone"), open_store(tmp_path / "batched")
         texts = [f"Note {i}: the cache_layer uses SQLite-WAL, tkt-{i:05d}; café Straße naïve {i}" if i % 3 == 0
@@ -67,6 +67,7 @@ class TestBulkLane:
             "claim_type": "fact", "statement": "Wombats use WAL",
             "evidence": [{"artifact_id": art["artifact_id"], "revision_id": art["revision_id"],
                           "start_byte": 0, "end_byte": 5}]}))
+        rest.insert(3, put(94, "a put under the claim's key", key="k91"))  # refused: the claim holds it
         rest.append(request(92, "artifact.purge", {"artifact_id": art["artifact_id"], "reason": "erasure"}))
         rest.append(put(93, "after the purge"))
         rest.append(first[2])  # a key of the earlier batch
@@ -77,6 +78,7 @@ class TestBulkLane:
         assert [{k: v for k, v in a.items() if k != "request_id"} for a in replies] == \
             [{k: v for k, v in a.items() if k != "request_id"} for a in lone_answers]
         assert replies[4]["result"]["created"] is False and replies[5]["error"]["code"] == "IDEMPOTENCY_CONFLICT"
+        assert replies[len(first) + 3]["error"]["code"] == "IDEMPOTENCY_CONFLICT"
         assert tables(batched) == tables(lone)
         assert index_answers(batched.engine.conn) == index_answers(lone.engine.conn)
         assert vocabulary(batched.engine.conn) == vocabulary(lone.engine.conn)
