@@ -73,3 +73,29 @@ class TestCheckpoints:
                     assert reply["error"]["code"] == "INTEGRITY_ERROR", reply
                     raise RuntimeError("roll the unprojected event back")
             assert (engine.head(), positions(engine.conn)) == (head, {head})
+
+
+class TestBatches:
+    def test_new_artifacts_applied_as_one_batch_leave_the_rows_one_by_one_application_leaves(
+            self, call: Caller) -> None:
+        """Replaying a log of new artifacts into fresh projections in one ``apply_events`` call
+        (projector by projector, through ``apply_many``, indexing now) leaves every table, the
+        vocabulary and the index answers as the puts one by one left them."""
+        from memoree.projections.base import BATCHABLE_TYPES, apply_events, reset
+        from tests.commands.test_bulk import tables
+        from tests.projections.test_fts import index_answers, vocabulary
+
+        for i in range(9):
+            call.put_text(f"note {i}: wombats and quokkas, café {i}" if i % 2 else f"plain words {i} " * 40,
+                          context={"workspace_id": "wsp_test", "project_id": f"prj_{i % 3}"})
+        engine = call.service.engine
+        engine.catch_up_vectors()
+        before = (tables(call.service), vocabulary(engine.conn), index_answers(engine.conn))
+        events = list(engine.log.read())
+        assert len(events) == 9 and {event.type for event in events} <= BATCHABLE_TYPES
+        with engine.log.transaction() as conn:
+            for projector in engine.projectors:
+                reset(conn, projector)
+            apply_events(conn, engine.projectors, events)
+        engine.catch_up_vectors()
+        assert (tables(call.service), vocabulary(engine.conn), index_answers(engine.conn)) == before
