@@ -213,7 +213,7 @@ def index_word_set(conn: Any, scopes: Sequence[str], found: Iterable[str]) -> No
         # In key order across all the new words (a group brings thousands of rows): each insert
         # lands on or beside the leaf the one before it walked to, not on a random page.
         conn.executemany("INSERT OR IGNORE INTO search_term_deletions (deletion, term) VALUES (?, ?)",
-                         sorted((d, w) for w in new for d in stored_deletion_keys(w)))
+                         sorted([(d, w) for w in new for d in stored_deletion_keys(w)]))
 
 
 def _json_text(values: Sequence[str]) -> str:
