@@ -7,7 +7,9 @@ synchronous projectors and their checkpoints, read back the recorded result, com
 check order lives here: existence and scope before the replay; revision and lifecycle checks (in
 the deciders) after it, so retrying an applied revise replays its success. A decider may answer
 ``NoOp`` instead of events (an identical relation edge): nothing is appended, and the key is
-recorded in the log's no-op table, pointing at the existing row's ``commit_seq``.
+recorded in the log's no-op table, pointing at the existing row's ``commit_seq``. Inside
+``bulk()`` (a ``batch`` request), runs of small puts are decided here one by one and written
+together by ``commands.bulk``.
 """
 
 from __future__ import annotations

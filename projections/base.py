@@ -5,7 +5,9 @@ event)``. It is a pure function of the log: every id or time it writes derives f
 (its ``commit_seq``, ids recorded in its payload, its ``at``), never from the clock or a fresh
 id, so a rebuild reproduces the same rows. The runner advances each projector's checkpoint in the
 same transaction as the rows it covers and refuses a gap: a missing position is corruption, not
-something to wait for. A version change rebuilds that projector from the log.
+something to wait for. A version change rebuilds that projector from the log. A batch of events
+that read nothing of each other (``BATCHABLE_TYPES``) is applied projector by projector, through
+a projector's ``apply_many`` where it has one, with the same rows.
 """
 
 from __future__ import annotations
