@@ -85,7 +85,8 @@ class ContentStore:
     def put_inline_many(self, blobs: Sequence[tuple[bytes, str]]) -> None:
         """Store small ``(data, digest)`` objects (each at most ``INLINE_BLOB_BYTES``) in one
         statement, in order, as ``put`` one by one would; call inside the write transaction. The
-        projections read them back in the same transaction: ``get`` hands each over once."""
+        projections read them back in the same transaction: ``get`` hands them over (without reading
+        them back) until ``forget_batch``."""
         self.conn.executemany("INSERT OR IGNORE INTO cas_inline (hash, size, data) VALUES (?, ?, ?)",
                               [(digest, len(data), data) for data, digest in blobs])
         self._batch_stored = {digest: data for data, digest in blobs}
