@@ -50,7 +50,12 @@ def batch_frames(bodies: list[bytes], batch: int) -> list[bytes]:
             + b"]}}" for start in range(0, len(bodies), batch)]
 
 
-def bulk_load(service: Service, bodies: list[bytes], batch: int) -> tuple[float, float]:
+def bulk_load(service: Service, bodies: list[bytes], batch: int) -> float:
+    """Wall seconds of ``bulk_load_cpu`` (what the semantic bench reads)."""
+    return bulk_load_cpu(service, bodies, batch)[0]
+
+
+def bulk_load_cpu(service: Service, bodies: list[bytes], batch: int) -> tuple[float, float]:
     """Wall and CPU seconds (the embedding worker's included) to load ``bodies`` in ``batch``
     requests of ``batch``, the vectors' later catch-up included (the embedding moved after the
     writes, not away)."""
@@ -163,7 +168,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         service = Service(folder / "data")
         bodies = requests(corpus.texts, corpus.titles)
         service.handle_bytes(bodies[0])
-        load, load_cpu = bulk_load(service, bodies[1:], args.batch)
+        load, load_cpu = bulk_load_cpu(service, bodies[1:], args.batch)
         if args.load_only:
             service.close()
             rows = load_rows(args.n, args.batch, (load, load_cpu), (raw_load, raw_cpu))
