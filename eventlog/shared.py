@@ -98,11 +98,6 @@ INDEPENDENT_CREATIONS = frozenset({"artifact.created", "claim.asserted"})
 # to the next write (see ``Follower.writing``).
 WRITING_S = 0.1
 GUESS_BACKOFF_MAX = 64
-# At most this many of other hosts' events are read in a lone put's append round trip (under the
-# lock, ahead of the append); a longer backlog is read after the commit, page by page. 0: reading
-# under the lock lengthened every hold and measured slower with two hosts (quiet machine: 279 /s
-# with 16 against 358-411 /s with 0), so the backlog is always read after the commit.
-LOCKED_READ_MAX = 0
 
 
 # ---------------------------------------------------------------------- the store the engine uses
@@ -424,15 +419,15 @@ class SharedLog:
             # The head is known: one round trip, which for a lone creation commits too (it has
             # nothing else to write to the shared log), so the lock covers the append alone
             # (lock, rows, commit) and not this host storing and projecting its own event and
-            # other hosts' new ones; a few of those are read in that round trip (ahead of the
-            # append, a read of committed rows), a longer backlog after the commit. A failure
-            # after the commit leaves the event durable (a retry with the same key finds it), as
-            # a failed local commit always could.
+            # other hosts' new ones; the first page of those is read in that round trip, after
+            # the commit (reading it under the lock, ahead of the append, lengthened every hold
+            # and measured slower with two hosts: 279 /s against 358-411 /s), the rest of a long
+            # backlog page by page. A failure after the commit leaves the event durable (a retry
+            # with the same key finds it), as a failed local commit always could.
             if lone:
-                window = 0 if behind_from is None else head.commit_seq - behind_from.commit_seq
-                recorded, page = self.pg.append_and_commit(
-                    events, head, read_first=(behind_from.commit_seq, window)
-                    if behind_from is not None and window <= LOCKED_READ_MAX else None)
+                backlog = None if behind_from is None else (
+                    behind_from.commit_seq, min(CATCH_UP_PAGE, head.commit_seq - behind_from.commit_seq))
+                recorded, page = self.pg.append_and_commit(events, head, read_after=backlog)
             else:
                 recorded = self.pg.append(events, head=head)
         except (IdempotencyConflict, StreamVersionConflict) as exc:
