@@ -97,7 +97,8 @@ def _append_on_guess_statement(events: int, blobs: int) -> tuple[str, tuple[int,
     the head's move guarded by the guessed counters (a wrong guess sets seq to -1, whose CHECK
     fails the statement: nothing is written), its rows and the doorbell; and its parameters'
     types. Rows are VALUES lists of scalar parameters, numbered in the order they are sent."""
-    numbers = iter(range(1, 1 + len(_BLOB_TYPES) * blobs + len(_GUARD_TYPES) + len(_EVENT_TYPES) * events))
+    types = _BLOB_TYPES * blobs + _GUARD_TYPES + _EVENT_TYPES * events
+    numbers = iter(range(1, 1 + len(types)))
 
     def row(types: tuple[int, ...]) -> str:
         return "(" + ", ".join(f"${next(numbers)}" for _ in types) + ")"
@@ -105,19 +106,19 @@ def _append_on_guess_statement(events: int, blobs: int) -> tuple[str, tuple[int,
     blob_rows = ", ".join(row(_BLOB_TYPES) for _ in range(blobs))
     writes_blobs = (f"blob AS (INSERT INTO blobs (hash, size, data) VALUES {blob_rows} "
                     "ON CONFLICT (hash) DO NOTHING), ") if blobs else ""
-    seq, digest, noops, checkpoints, new_seq, new_digest = (f"${next(numbers)}" for _ in _GUARD_TYPES)
+    seq, digest, noops, checkpoints, to_seq, to_digest = (f"${next(numbers)}" for _ in _GUARD_TYPES)
     event_rows = ", ".join(row(_EVENT_TYPES) for _ in range(events))
     sql = (
         f"WITH {writes_blobs}"
-        f"head AS (UPDATE log_head SET seq = CASE WHEN seq = {seq} AND hash = {digest} AND noops = {noops} "
-        f"AND checkpoints = {checkpoints} THEN {new_seq} ELSE -1 END, hash = {new_digest} WHERE singleton "
-        "RETURNING seq), "
+        f"head AS (UPDATE log_head SET seq = CASE WHEN seq = {seq} AND hash = {digest} "
+        f"AND noops = {noops} AND checkpoints = {checkpoints} THEN {to_seq} ELSE -1 END, "
+        f"hash = {to_digest} WHERE singleton RETURNING seq), "
         f"bell AS (SELECT pg_notify('{NOTIFY_CHANNEL}', '') FROM head) "
         "INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
         "idempotency_key, request_digest, data, prev_hash, hash) "
         f"SELECT r.* FROM (VALUES {event_rows}) AS r, head, bell"
     )
-    return sql, _BLOB_TYPES * blobs + _GUARD_TYPES + _EVENT_TYPES * events
+    return sql, types
 
 
 def _wire(value: Any, oid: int) -> bytes | None:
@@ -530,7 +531,8 @@ class PostgresEventStore:
         queued = list(self._pending)
         try:
             if queued[:1] == [("BEGIN", None)] and all(sql == _INSERT_BLOB for sql, _ in queued[1:]):
-                recorded = self._send_in_one_statement(events, guess, [row for _, row in queued[1:]])
+                blobs = [row for _, row in queued[1:]]
+                recorded = self._send_in_one_statement(events, guess, blobs)
                 if wait:
                     self.settle()
                 return recorded
@@ -564,7 +566,8 @@ class PostgresEventStore:
             shape, _append_on_guess_statement(*shape))
         self._pending = []
         self._depth, self._appended = 0, False
-        self._in_flight = _InFlight(list(events), f"memoree_guess_{shape[0]}_{shape[1]}", *statement, params)
+        name = f"memoree_guess_{shape[0]}_{shape[1]}"
+        self._in_flight = _InFlight(list(events), name, *statement, params)
         try:
             self._send_prepared(self._in_flight)
         except psycopg.Error as exc:
@@ -610,7 +613,8 @@ class PostgresEventStore:
         except psycopg.Error as exc:
             raise self._commit_failure(exc) from exc
         if isinstance(failed, pg_errors.CheckViolation):
-            raise HeadMoved("the shared head moved since the guess; nothing was written") from failed
+            raise HeadMoved("the shared head moved since the guess; nothing was written") \
+                from failed
         if isinstance(failed, pg_errors.UniqueViolation):
             raise _append_conflict(failed, _conflicting(failed, statement.events)) from failed
         if failed is not None:
@@ -660,7 +664,8 @@ class PostgresEventStore:
         self._appended = True
         read = None if read_after is None or head is None or not commit else (
             read_after[0], head.commit_seq, read_after[1])
-        page = self._insert(recorded, events, moved_from=head, commit=commit, read_after=read, guard=guard)
+        page = self._insert(recorded, events, moved_from=head, commit=commit, read_after=read,
+                            guard=guard)
         return recorded, page
 
     def append_recorded(self, events: Sequence[RecordedEvent]) -> None:

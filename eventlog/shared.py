@@ -25,9 +25,13 @@ A lone creation (``artifact.put``: the handler says it ``decides_on_input``) ski
 before it: under the lock it needs only the head and an unchanged no-op count, PostgreSQL's unique
 keys refuse a stream or idempotency key another host took (the write then decides again, on a
 caught-up host, where a retry replays its original result), and its rows, doorbell and commit go
-in one round trip. Other hosts' events before it are read after the lock, stored and projected
-first, then its own. Pages of other hosts' events are applied as a batch (``prefetching_sink``:
-their blobs and purges in one round trip; the engine's sink indexes and embeds a page once).
+in one round trip. Other hosts' events before it are read in that round trip too, after the
+commit (outside the lock), stored and projected first, then its own. On a host whose last write
+found nobody else writing, the put guesses the head instead of locking (one statement); the host
+stores and projects its event while PostgreSQL runs and commits that statement, and learns the
+outcome before its local commit (a wrong guess wrote nothing: the put is decided again, locked).
+Pages of other hosts' events are applied as a batch (``prefetching_sink``: their blobs and purges
+in one round trip; the engine's sink indexes and embeds a page once).
 
 Commit is PostgreSQL first, then local: the replica is always a prefix of the shared log, and a
 host that dies between the two simply catches up again. Outside a transaction ``head()`` is this
@@ -129,7 +133,7 @@ class SharedLog:
         # trip and a rollback, so after one the next writes lock first: 1, 2, 4 ... up to
         # GUESS_BACKOFF_MAX of them (``_guess_skip`` left), doubling at each miss in a row.
         self._guess_skip = self._guess_backoff = 0
-        self._guess_sent_at: float | None = None  # when this transaction's guessed append was sent
+        self._guess_sent_at: float | None = None  # when this transaction's guessed append went
         self.guesses = [0, 0]  # lone creations appended on a guessed head: tried, missed
         self.last_write = 0.0  # monotonic time of this host's last committed write
         self.lock_holds: deque[float] = deque(maxlen=100_000)  # seconds per write transaction
@@ -425,8 +429,8 @@ class SharedLog:
             # backlog page by page. A failure after the commit leaves the event durable (a retry
             # with the same key finds it), as a failed local commit always could.
             if lone:
-                backlog = None if behind_from is None else (
-                    behind_from.commit_seq, min(CATCH_UP_PAGE, head.commit_seq - behind_from.commit_seq))
+                backlog = None if behind_from is None else (behind_from.commit_seq, min(
+                    CATCH_UP_PAGE, head.commit_seq - behind_from.commit_seq))
                 recorded, page = self.pg.append_and_commit(events, head, read_after=backlog)
             else:
                 recorded = self.pg.append(events, head=head)
@@ -462,7 +466,8 @@ class SharedLog:
         self.guesses[0] += 1
         try:
             recorded = self.pg.append_on_guess(
-                events, SharedCounters(local.commit_seq, noops, checkpoints, local.hash), wait=False)
+                events, SharedCounters(local.commit_seq, noops, checkpoints, local.hash),
+                wait=False)
         except HeadMoved:  # another host is writing: lock first for a while, longer at each miss
             self._missed_guess()
             return None
@@ -472,7 +477,7 @@ class SharedLog:
         return recorded
 
     def _missed_guess(self) -> None:
-        """Another host is writing: the next writes lock first, more of them at each miss in a row."""
+        """Another host is writing: the next writes lock first, more at each miss in a row."""
         self.guesses[1] += 1
         self._guess_backoff = min(GUESS_BACKOFF_MAX, 2 * self._guess_backoff or 1)
         self._guess_skip = self._guess_backoff
@@ -489,8 +494,9 @@ class SharedLog:
         except HeadMoved as exc:
             self._missed_guess()
             self._guess_skip += 1  # the retry locks too, and is not one of the back-off's writes
-            raise StaleDecision("the shared log moved on since this host's last write; deciding again",
-                                details={"shared_seq": self._shared_head.commit_seq}) from exc
+            raise StaleDecision(
+                "the shared log moved on since this host's last write; deciding again",
+                details={"shared_seq": self._shared_head.commit_seq}) from exc
         self._guess_backoff = 0
         # The lock is taken and let go inside that round trip; the host's own work overlapped it,
         # so this is an upper bound of the hold.

@@ -224,7 +224,8 @@ class TestPutsDecideOnTheirInput:
 
     @pytest.mark.parametrize("backlog", [3, 9])
     def test_a_put_on_a_host_behind_lands_after_the_others_and_the_host_holds_them(
-            self, shared_url: str, open_host: Any, backlog: int, monkeypatch: pytest.MonkeyPatch) -> None:
+            self, shared_url: str, open_host: Any, backlog: int,
+            monkeypatch: pytest.MonkeyPatch) -> None:
         """A, some events behind, puts without catching up first: its event follows them, and A's
         replica and projections then hold them all, in order, and verify against a replay. The
         first page of the backlog comes in the put's own append round trip, after its commit;
@@ -245,7 +246,8 @@ class TestPutsDecideOnTheirInput:
 
         def append_noting_the_read(*args: Any, **kwargs: Any) -> Any:
             recorded, page = append_and_commit(*args, **kwargs)
-            appends.append((kwargs.get("read_after"), [] if page is None else [r.commit_seq for r in page.rows]))
+            seqs = [] if page is None else [r.commit_seq for r in page.rows]
+            appends.append((kwargs.get("read_after"), seqs))
             return recorded, page
 
         shared.pg.read_page, shared.pg.append_and_commit = read_noting_the_lock, append_noting_the_read
