@@ -566,13 +566,13 @@ class PostgresEventStore:
             shape, _append_on_guess_statement(*shape))
         self._pending = []
         self._depth, self._appended = 0, False
-        name = f"memoree_guess_{shape[0]}_{shape[1]}"
-        self._in_flight = _InFlight(list(events), name, *statement, params)
+        sending = _InFlight(list(events), f"memoree_guess_{shape[0]}_{shape[1]}", *statement, params)
+        self._reconnect_if_broken()  # nothing of this transaction reached the server yet
         try:
-            self._send_prepared(self._in_flight)
+            self._send_prepared(sending)
         except psycopg.Error as exc:
-            self._in_flight = None
             raise self._commit_failure(exc) from exc
+        self._in_flight = sending
         return recorded
 
     def _send_prepared(self, statement: _InFlight) -> None:
