@@ -504,12 +504,13 @@ class PostgresEventStore:
         return self._append(events, head, commit and head is not None, None)[0]
 
     def append_and_commit(self, events: Sequence[NewEvent], head: LogHead, *,
-                          read_after: tuple[int, int] | None = None,
+                          read_first: tuple[int, int] | None = None,
                           ) -> tuple[list[RecordedEvent], SharedPage | None]:
-        """``append(events, head=head, commit=True)``; with ``read_after`` (``after``, ``limit``)
+        """``append(events, head=head, commit=True)``; with ``read_first`` (``after``, ``limit``)
         also the page of the log after ``after`` up to ``head`` (what other hosts appended before
-        these events), read in the same round trip once the commit has let go of the lock."""
-        return self._append(events, head, True, read_after)
+        these events, all committed: this transaction holds the lock), read in the same round
+        trip, ahead of the append. Keep ``limit`` small: the read runs under the lock."""
+        return self._append(events, head, True, read_first)
 
     def append_on_guess(self, events: Sequence[NewEvent], guess: SharedCounters, *,
                         wait: bool = True) -> list[RecordedEvent]:
@@ -650,7 +651,7 @@ class PostgresEventStore:
                 self._unsettled = exc
 
     def _append(self, events: Sequence[NewEvent], head: LogHead | None, commit: bool,
-                read_after: tuple[int, int] | None, *, guard: SharedCounters | None = None,
+                read_first: tuple[int, int] | None, *, guard: SharedCounters | None = None,
                 ) -> tuple[list[RecordedEvent], SharedPage | None]:
         self._require_transaction("append")
         if not events:
@@ -662,10 +663,8 @@ class PostgresEventStore:
             recorded.append(_record(event, seq, prev))
             prev = recorded[-1].hash
         self._appended = True
-        read = None if read_after is None or head is None or not commit else (
-            read_after[0], head.commit_seq, read_after[1])
-        page = self._insert(recorded, events, moved_from=head, commit=commit, read_after=read,
-                            guard=guard)
+        read = None if read_first is None or head is None else (read_first[0], head.commit_seq, read_first[1])
+        page = self._insert(recorded, events, moved_from=head, commit=commit, read_first=read, guard=guard)
         return recorded, page
 
     def append_recorded(self, events: Sequence[RecordedEvent]) -> None:
@@ -696,14 +695,14 @@ class PostgresEventStore:
 
     def _insert(self, records: Sequence[RecordedEvent], events: Sequence[Any], *,
                 moved_from: LogHead | None = None, commit: bool = False,
-                read_after: tuple[int, int, int] | None = None,
+                read_first: tuple[int, int, int] | None = None,
                 guard: SharedCounters | None = None) -> SharedPage | None:
         """Insert the rows and move the head's hash to the last one, in one round trip; with
         ``moved_from`` the head's position moves too, from exactly that head or not at all (with
         ``guard``, a head not locked before: from exactly those no-op and checkpoint counts too,
         else ``HeadMoved``); with ``commit`` the transaction commits in the same round trip, and
-        ``read_after`` (after, through, limit) then reads a page, still in that round trip but
-        after the commit (outside the lock)."""
+        ``read_first`` (after, through, limit) reads a page ahead of the rest, still in that round
+        trip."""
         self._settle_first()
         rows = [(r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
                  r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash) for r in records]
@@ -711,6 +710,8 @@ class PostgresEventStore:
         try:
             with self.conn.pipeline():
                 pending = self._take_pending()
+                if read_first is not None:  # prepared only when nothing before it can fail
+                    page = self.conn.execute(_READ_PAGE, read_first, prepare=False if pending else None)
                 for sql, params in pending:
                     self.conn.execute(sql, params)
                 if moved_from is None:
@@ -737,8 +738,6 @@ class PostgresEventStore:
                 if commit:  # a failed statement above makes the server skip these
                     for sql, params in self._commit_statements():
                         self.conn.execute(sql, params, prepare=False)
-                    if read_after is not None:
-                        page = self.conn.execute(_READ_PAGE, read_after, prepare=False)
         except pg_errors.CheckViolation as exc:
             if guard is not None:
                 _rollback_quietly(self.conn)

@@ -25,11 +25,11 @@ A lone creation (``artifact.put``: the handler says it ``decides_on_input``) ski
 before it: under the lock it needs only the head and an unchanged no-op count, PostgreSQL's unique
 keys refuse a stream or idempotency key another host took (the write then decides again, on a
 caught-up host, where a retry replays its original result), and its rows, doorbell and commit go
-in one round trip. Other hosts' events before it are read in that round trip too, after the
-commit (outside the lock), stored and projected first, then its own. On a host whose last write
-found nobody else writing, the put guesses the head instead of locking (one statement); the host
-stores and projects its event while PostgreSQL runs and commits that statement, and learns the
-outcome before its local commit (a wrong guess wrote nothing: the put is decided again, locked).
+in one round trip. Other hosts' events before it are read after the lock, stored and projected
+first, then its own. On a host whose last write found nobody else writing, the put guesses the
+head instead of locking (one statement); the host stores and projects its event while PostgreSQL
+runs and commits that statement, and learns the outcome before its local commit (a wrong guess
+wrote nothing: the put is decided again, locked).
 Pages of other hosts' events are applied as a batch (``prefetching_sink``: their blobs and purges
 in one round trip; the engine's sink indexes and embeds a page once).
 
@@ -102,6 +102,11 @@ INDEPENDENT_CREATIONS = frozenset({"artifact.created", "claim.asserted"})
 # to the next write (see ``Follower.writing``).
 WRITING_S = 0.1
 GUESS_BACKOFF_MAX = 64
+# At most this many of other hosts' events are read in a lone put's append round trip (under the
+# lock, ahead of the append); a longer backlog is read after the commit, page by page. 0: reading
+# under the lock lengthened every hold and measured slower with two hosts (quiet machine: 279 /s
+# with 16 against 358-411 /s with 0), so the backlog is always read after the commit.
+LOCKED_READ_MAX = 0
 
 
 # ---------------------------------------------------------------------- the store the engine uses
@@ -423,15 +428,15 @@ class SharedLog:
             # The head is known: one round trip, which for a lone creation commits too (it has
             # nothing else to write to the shared log), so the lock covers the append alone
             # (lock, rows, commit) and not this host storing and projecting its own event and
-            # other hosts' new ones; the first page of those is read in that round trip, after
-            # the commit (reading it under the lock, ahead of the append, lengthened every hold
-            # and measured slower with two hosts: 279 /s against 358-411 /s), the rest of a long
-            # backlog page by page. A failure after the commit leaves the event durable (a retry
-            # with the same key finds it), as a failed local commit always could.
+            # other hosts' new ones; a few of those are read in that round trip (ahead of the
+            # append, a read of committed rows), a longer backlog after the commit. A failure
+            # after the commit leaves the event durable (a retry with the same key finds it), as
+            # a failed local commit always could.
             if lone:
-                backlog = None if behind_from is None else (behind_from.commit_seq, min(
-                    CATCH_UP_PAGE, head.commit_seq - behind_from.commit_seq))
-                recorded, page = self.pg.append_and_commit(events, head, read_after=backlog)
+                window = 0 if behind_from is None else head.commit_seq - behind_from.commit_seq
+                recorded, page = self.pg.append_and_commit(
+                    events, head, read_first=(behind_from.commit_seq, window)
+                    if behind_from is not None and window <= LOCKED_READ_MAX else None)
             else:
                 recorded = self.pg.append(events, head=head)
         except (IdempotencyConflict, StreamVersionConflict) as exc:
