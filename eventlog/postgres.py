@@ -85,7 +85,7 @@ _CHECKPOINT_COLUMNS = "checkpoint_seq, tree_size, root, key_epoch, signed_at, no
 
 
 # Parameter types of the one-statement append (``_append_on_guess_statement``), by row, as
-# PostgreSQL's type oids: it is sent through libpq directly (see ``GuessedAppend``).
+# PostgreSQL's type oids: it is sent through libpq directly (``_send_prepared``).
 _TEXT, _INT8, _BYTEA = 25, 20, 17
 _BLOB_TYPES = (_TEXT, _INT8, _BYTEA)
 _GUARD_TYPES = (_INT8, _BYTEA, _INT8, _INT8, _INT8, _BYTEA)
