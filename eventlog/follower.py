@@ -50,6 +50,9 @@ __all__ = ["Follower", "gather_window_s"]
 MAX_BACKOFF_S = 5.0
 GATHER_MS = 5.0
 WRITING_NAP_S = 0.02
+# While only this host's engine rings (it writes, nobody else does) there is nothing to answer:
+# the follower wakes this seldom to drain those rings.
+OWN_WRITES_NAP_S = 0.1
 
 
 def gather_window_s() -> float:
@@ -175,10 +178,11 @@ class Follower(threading.Thread):
     def _wait_for_doorbell(self) -> None:
         """Block until another session's notification (one already queued returns at once) or
         the poll interval. The engine's own appends are in this host's replica already, so their
-        doorbells wake nobody; the rings queued meanwhile are drained, so many cost one round.
-        While the engine writes steadily, its writes take other hosts' events in: the follower
-        then naps (``WRITING_NAP_S``) instead of waking at every ring, and answers once the
-        writing stops."""
+        doorbells wake nobody: while it writes steadily the follower naps (``OWN_WRITES_NAP_S``)
+        instead of waking at each of them, and the rings queued meanwhile are drained, so many
+        cost one round. While the engine writes steadily, its writes take other hosts' events in:
+        the follower then naps (``WRITING_NAP_S``) instead of waking at every ring, and answers
+        once the writing stops."""
         deadline = time.monotonic() + self.poll_s
         while (remaining := deadline - time.monotonic()) > 0:
             rung = [n.pid for n in self._listen.notifies(timeout=remaining, stop_after=1)]
@@ -186,6 +190,10 @@ class Follower(threading.Thread):
                 return
             rung += self._drain()
             if all(pid in self.own_sessions() for pid in rung):
+                # The engine's own write: nothing to do. While it writes steadily, nap instead of
+                # waking at each of its rings (their queue is drained at the next wait).
+                if self.writing() and self._stopping.wait(OWN_WRITES_NAP_S):
+                    return
                 continue
             while self.writing():
                 if time.monotonic() >= deadline or self._stopping.wait(WRITING_NAP_S):

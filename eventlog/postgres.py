@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,7 @@ from memoree.errors import (
 try:
     import psycopg
     from psycopg import errors as pg_errors
+    from psycopg import pq
 except ImportError as exc:  # the driver is the optional extra memoree[postgres]
     raise MissingExtra("postgres", "the shared PostgreSQL log (MEMOREE_LOG_URL, log migrate)") from exc
 
@@ -82,27 +84,51 @@ _CHECKPOINT_COLUMNS = "checkpoint_seq, tree_size, root, key_epoch, signed_at, no
 
 
 
-def _append_on_guess_sql(events: int, blobs: int) -> str:
+# Parameter types of the one-statement append (``_append_on_guess_statement``), by row, as
+# PostgreSQL's type oids: it is sent through libpq directly (``_send_prepared``).
+_TEXT, _INT8, _BYTEA = 25, 20, 17
+_BLOB_TYPES = (_TEXT, _INT8, _BYTEA)
+_GUARD_TYPES = (_INT8, _BYTEA, _INT8, _INT8, _INT8, _BYTEA)
+_EVENT_TYPES = (_INT8, _TEXT, _TEXT, _TEXT, _INT8, _TEXT, _TEXT, _TEXT, _BYTEA, _BYTEA, _BYTEA)
+
+
+def _append_on_guess_statement(events: int, blobs: int) -> tuple[str, tuple[int, ...]]:
     """A whole lone write in one statement (``PostgresEventStore.append_on_guess``): its blobs,
     the head's move guarded by the guessed counters (a wrong guess sets seq to -1, whose CHECK
-    fails the statement: nothing is written), its rows and the doorbell. Rows are VALUES lists
-    (scalar parameters: psycopg dumps arrays slowly)."""
-    blob_rows = ", ".join(["(%s, %s::bigint, %s::bytea)"] * blobs)
+    fails the statement: nothing is written), its rows and the doorbell; and its parameters'
+    types. Rows are VALUES lists of scalar parameters, numbered in the order they are sent."""
+    types = _BLOB_TYPES * blobs + _GUARD_TYPES + _EVENT_TYPES * events
+    numbers = iter(range(1, 1 + len(types)))
+
+    def row(types: tuple[int, ...]) -> str:
+        return "(" + ", ".join(f"${next(numbers)}" for _ in types) + ")"
+
+    blob_rows = ", ".join(row(_BLOB_TYPES) for _ in range(blobs))
     writes_blobs = (f"blob AS (INSERT INTO blobs (hash, size, data) VALUES {blob_rows} "
                     "ON CONFLICT (hash) DO NOTHING), ") if blobs else ""
-    event_rows = ", ".join(["(%s::bigint, %s, %s, %s, %s::bigint, %s, %s, %s, %s::bytea, %s::bytea, %s::bytea)"] * events)
-    return (
+    seq, digest, noops, checkpoints, to_seq, to_digest = (f"${next(numbers)}" for _ in _GUARD_TYPES)
+    event_rows = ", ".join(row(_EVENT_TYPES) for _ in range(events))
+    sql = (
         f"WITH {writes_blobs}"
-        "head AS (UPDATE log_head SET seq = CASE WHEN seq = %s AND hash = %s AND noops = %s "
-        "AND checkpoints = %s THEN %s ELSE -1 END, hash = %s WHERE singleton RETURNING seq), "
+        f"head AS (UPDATE log_head SET seq = CASE WHEN seq = {seq} AND hash = {digest} "
+        f"AND noops = {noops} AND checkpoints = {checkpoints} THEN {to_seq} ELSE -1 END, "
+        f"hash = {to_digest} WHERE singleton RETURNING seq), "
         f"bell AS (SELECT pg_notify('{NOTIFY_CHANNEL}', '') FROM head) "
         "INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
         "idempotency_key, request_digest, data, prev_hash, hash) "
         f"SELECT r.* FROM (VALUES {event_rows}) AS r, head, bell"
     )
+    return sql, types
 
 
-_APPEND_ON_GUESS: dict[tuple[int, int], str] = {}
+def _wire(value: Any, oid: int) -> bytes | None:
+    """A parameter as libpq sends it: bytea in binary, numbers and text as text."""
+    if value is None or oid == _BYTEA:
+        return value
+    return str(value).encode() if oid == _INT8 else value.encode()
+
+
+_APPEND_ON_GUESS: dict[tuple[int, int], tuple[str, tuple[int, ...]]] = {}
 
 
 class SharedCounters(NamedTuple):
@@ -121,6 +147,17 @@ _HEAD_COLUMNS = "seq, noops, checkpoints, hash"
 def _counters(row: Sequence[Any]) -> SharedCounters:
     seq, noops, checkpoints, digest = row
     return SharedCounters(seq, noops, checkpoints, bytes(digest) if seq else GENESIS_HASH)
+
+
+class _InFlight(NamedTuple):
+    """A lone write's statement sent and not waited for yet: what it appends, and what sending it
+    again takes (its prepared statement's name, text, parameter types and parameters)."""
+
+    events: list[NewEvent]
+    name: str
+    sql: str
+    types: tuple[int, ...]
+    params: list[Any]
 
 
 class HeadMoved(Exception):
@@ -238,6 +275,10 @@ class PostgresEventStore:
         # Statements of the open transaction not sent yet (its BEGIN, blob rows): they travel in
         # one pipeline with the transaction's next statement.
         self._pending: list[tuple[str, Sequence[Any] | None]] = []
+        # A lone write sent and not waited for yet (``append_on_guess(wait=False)``): its events,
+        # and a failure found while another use of the connection settled it.
+        self._in_flight: _InFlight | None = None
+        self._unsettled: Exception | None = None
         ensure_schema(self.conn)
 
     # ------------------------------------------------------------------ transactions
@@ -297,6 +338,7 @@ class PostgresEventStore:
 
     def commit(self) -> None:
         """Ring the doorbell once if anything was appended, then commit."""
+        self._settle_first()
         pending, self._pending = self._pending, []
         if pending == [("BEGIN", None)]:  # nothing reached the server: nothing to commit
             self._depth, self._appended = 0, False
@@ -323,6 +365,8 @@ class PostgresEventStore:
         return failure
 
     def rollback(self) -> None:
+        self._settle_first()
+        self._unsettled = None  # the outcome of an abandoned write in flight: nothing to report
         pending, self._pending = self._pending, []
         self._depth, self._appended = 0, False
         if pending[:1] != [("BEGIN", None)]:  # else nothing reached the server
@@ -349,6 +393,7 @@ class PostgresEventStore:
         return self._depth > 0
 
     def close(self) -> None:
+        self._settle_first()
         try:
             self.conn.close()
         except psycopg.Error:
@@ -356,6 +401,7 @@ class PostgresEventStore:
 
     def _connect(self) -> Any:
         conn = connect_pg(self.url)
+        self._prepared: set[bytes] = set()  # statements this session prepared through libpq
         try:
             conn.execute(f"SET lock_timeout = '{int(self.lock_timeout_s)}s'")
         except psycopg.Error as exc:
@@ -374,6 +420,7 @@ class PostgresEventStore:
         one again on a fresh session is safe; inside a transaction a lost session is an error,
         unless its BEGIN had not been sent yet (then nothing of it reached the server).
         """
+        self._settle_first()
         if self._pending:
             return self._execute_with_pending(sql, params)
         if not self._depth:
@@ -417,12 +464,14 @@ class PostgresEventStore:
 
     def _pipeline(self, statements: Sequence[tuple[str, Sequence[Any] | None]]) -> Any:
         """Run statements in one round trip; return the last one's cursor (results fetched)."""
+        self._settle_first()
         with self.conn.pipeline():
             cursors = [self.conn.execute(sql, params) for sql, params in statements]
         return cursors[-1]
 
     def fetch_at_once(self, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
         """The rows of several reads, sent in one round trip (with any queued statements)."""
+        self._settle_first()
         if not self._depth:
             self._reconnect_if_broken()
         try:
@@ -463,7 +512,8 @@ class PostgresEventStore:
         trip, ahead of the append. Keep ``limit`` small: the read runs under the lock."""
         return self._append(events, head, True, read_first)
 
-    def append_on_guess(self, events: Sequence[NewEvent], guess: SharedCounters) -> list[RecordedEvent]:
+    def append_on_guess(self, events: Sequence[NewEvent], guess: SharedCounters, *,
+                        wait: bool = True) -> list[RecordedEvent]:
         """Append after a head this connection has not locked, and commit, in one round trip.
 
         ``guess`` is what the caller believes the head row holds (position, hash, no-op and
@@ -471,22 +521,33 @@ class PostgresEventStore:
         by all four, so when another host appended, recorded a no-op or sealed since, nothing is
         written: the transaction is rolled back, left open as it was (its queued statements
         kept for the next attempt), and ``HeadMoved`` raised.
+
+        ``wait=False``: when the transaction holds only blob rows (a lone write's), return the
+        events as soon as the one statement is sent, so the caller stores and projects them
+        while PostgreSQL runs and commits it; ``settle()`` then waits and raises what this call
+        would have (after ``HeadMoved`` there the transaction is over: nothing is kept). Any
+        other use of the connection settles first.
         """
         self._require_transaction("append_on_guess")
         queued = list(self._pending)
         try:
             if queued[:1] == [("BEGIN", None)] and all(sql == _INSERT_BLOB for sql, _ in queued[1:]):
-                return self._append_in_one_statement(events, guess, [row for _, row in queued[1:]])
+                blobs = [row for _, row in queued[1:]]
+                recorded = self._send_in_one_statement(events, guess, blobs)
+                if wait:
+                    self.settle()
+                return recorded
             return self._append(events, LogHead(guess.seq, guess.hash), True, None, guard=guess)[0]
         except HeadMoved:
             self._pending, self._depth = queued, 1
             raise
 
-    def _append_in_one_statement(self, events: Sequence[NewEvent], guess: SharedCounters,
-                                 blobs: list[Sequence[Any]]) -> list[RecordedEvent]:
+    def _send_in_one_statement(self, events: Sequence[NewEvent], guess: SharedCounters,
+                               blobs: list[Sequence[Any]]) -> list[RecordedEvent]:
         """The transaction so far is only blob rows, not sent yet: the blobs, the head's guarded
         move, the rows and the doorbell are one statement, which commits on its own (the
-        connection is in autocommit; nothing was begun on the server)."""
+        connection is in autocommit; nothing was begun on the server). Sent through libpq
+        as a prepared statement, without waiting for its outcome (``settle``)."""
         if not events:
             return []
         recorded: list[RecordedEvent] = []
@@ -502,19 +563,92 @@ class PostgresEventStore:
             params += [r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
                        r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash]
         shape = (len(recorded), len(blobs))
-        sql = _APPEND_ON_GUESS.get(shape) or _APPEND_ON_GUESS.setdefault(shape, _append_on_guess_sql(*shape))
+        statement = _APPEND_ON_GUESS.get(shape) or _APPEND_ON_GUESS.setdefault(
+            shape, _append_on_guess_statement(*shape))
         self._pending = []
+        self._depth, self._appended = 0, False
+        sending = _InFlight(list(events), f"memoree_guess_{shape[0]}_{shape[1]}", *statement, params)
+        self._reconnect_if_broken()  # nothing of this transaction reached the server yet
         try:
-            self.conn.execute(sql, params)
-        except pg_errors.CheckViolation as exc:
-            raise HeadMoved("the shared head moved since the guess; nothing was written") from exc
-        except pg_errors.UniqueViolation as exc:
-            raise _append_conflict(exc, _conflicting(exc, events)) from exc
+            self._send_prepared(sending)
         except psycopg.Error as exc:
             raise self._commit_failure(exc) from exc
-        finally:
-            self._depth, self._appended = 0, False
+        self._in_flight = sending
         return recorded
+
+    def _send_prepared(self, statement: _InFlight) -> None:
+        """Send one prepared statement (prepared on this session the first time) without reading
+        its result; psycopg's own per-statement work (cursor, adaptation, its prepared-statement
+        bookkeeping) is skipped on this path."""
+        pgconn, types = self.conn.pgconn, statement.types
+        key = statement.name.encode()
+        if key not in self._prepared:
+            prepared = pgconn.prepare(key, statement.sql.encode(), types)
+            if prepared.status != pq.ExecStatus.COMMAND_OK:
+                raise pg_errors.error_from_result(prepared, encoding=self.conn.info.encoding)
+            self._prepared.add(key)
+        pgconn.send_query_prepared(
+            key, [_wire(value, oid) for value, oid in zip(statement.params, types, strict=True)],
+            [pq.Format.BINARY if oid == _BYTEA else pq.Format.TEXT for oid in types])
+        while pgconn.flush():  # a non-blocking connection: the rest once the socket takes it
+            select.select([], [pgconn.socket], [])
+
+    def settle(self) -> None:
+        """Wait for the statement ``append_on_guess(wait=False)`` sent, if one is in flight:
+        ``HeadMoved`` when the guess was wrong, a conflict when another host holds a key, a
+        retryable failure when the outcome is unknown."""
+        statement, self._in_flight = self._in_flight, None
+        failure, self._unsettled = self._unsettled, None
+        if failure is not None:
+            raise failure
+        if statement is None:
+            return
+        try:
+            failed = self._failure_of(self._results())
+            if isinstance(failed, pg_errors.InvalidSqlStatementName):
+                # psycopg deallocates every prepared statement of the session after a ROLLBACK
+                # (its own cache's rule): the statement ran nowhere; prepare it again and resend.
+                self._prepared.clear()
+                self._send_prepared(statement)
+                failed = self._failure_of(self._results())
+        except psycopg.Error as exc:
+            raise self._commit_failure(exc) from exc
+        if isinstance(failed, pg_errors.CheckViolation):
+            raise HeadMoved("the shared head moved since the guess; nothing was written") \
+                from failed
+        if isinstance(failed, pg_errors.UniqueViolation):
+            raise _append_conflict(failed, _conflicting(failed, statement.events)) from failed
+        if failed is not None:
+            raise self._commit_failure(failed) from failed
+
+    def _failure_of(self, results: list[Any]) -> Exception | None:
+        """The error the first failed result reports, as psycopg would raise it."""
+        for result in results:
+            if result.status == pq.ExecStatus.FATAL_ERROR:
+                return pg_errors.error_from_result(result, encoding=self.conn.info.encoding)
+        return None
+
+    def _results(self) -> list[Any]:
+        """Every result of the statement in flight, read as the socket delivers them."""
+        pgconn, results = self.conn.pgconn, []
+        while True:
+            pgconn.consume_input()
+            while pgconn.is_busy():
+                select.select([pgconn.socket], [], [])
+                pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is None:
+                return results
+            results.append(result)
+
+    def _settle_first(self) -> None:
+        """Before any other use of the connection: take in the outcome of a statement in flight;
+        a failure is kept for ``settle`` to raise."""
+        if self._in_flight is not None:
+            try:
+                self.settle()
+            except (HeadMoved, MemoreeError) as exc:
+                self._unsettled = exc
 
     def _append(self, events: Sequence[NewEvent], head: LogHead | None, commit: bool,
                 read_first: tuple[int, int] | None, *, guard: SharedCounters | None = None,
@@ -569,6 +703,7 @@ class PostgresEventStore:
         else ``HeadMoved``); with ``commit`` the transaction commits in the same round trip, and
         ``read_first`` (after, through, limit) reads a page ahead of the rest, still in that round
         trip."""
+        self._settle_first()
         rows = [(r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
                  r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash) for r in records]
         page = None

@@ -26,8 +26,12 @@ before it: under the lock it needs only the head and an unchanged no-op count, P
 keys refuse a stream or idempotency key another host took (the write then decides again, on a
 caught-up host, where a retry replays its original result), and its rows, doorbell and commit go
 in one round trip. Other hosts' events before it are read after the lock, stored and projected
-first, then its own. Pages of other hosts' events are applied as a batch (``prefetching_sink``:
-their blobs and purges in one round trip; the engine's sink indexes and embeds a page once).
+first, then its own. On a host whose last write found nobody else writing, the put guesses the
+head instead of locking (one statement); the host stores and projects its event while PostgreSQL
+runs and commits that statement, and learns the outcome before its local commit (a wrong guess
+wrote nothing: the put is decided again, locked).
+Pages of other hosts' events are applied as a batch (``prefetching_sink``: their blobs and purges
+in one round trip; the engine's sink indexes and embeds a page once).
 
 Commit is PostgreSQL first, then local: the replica is always a prefix of the shared log, and a
 host that dies between the two simply catches up again. Outside a transaction ``head()`` is this
@@ -134,6 +138,7 @@ class SharedLog:
         # trip and a rollback, so after one the next writes lock first: 1, 2, 4 ... up to
         # GUESS_BACKOFF_MAX of them (``_guess_skip`` left), doubling at each miss in a row.
         self._guess_skip = self._guess_backoff = 0
+        self._guess_sent_at: float | None = None  # when this transaction's guessed append went
         self.guesses = [0, 0]  # lone creations appended on a guessed head: tried, missed
         self.last_write = 0.0  # monotonic time of this host's last committed write
         self.lock_holds: deque[float] = deque(maxlen=100_000)  # seconds per write transaction
@@ -236,9 +241,11 @@ class SharedLog:
             try:
                 self._checkpoints_before = local_counts(self.conn)[1]
                 yield self.conn
+                self._settle_guess()
                 self._push_checkpoints()
             except BaseException:
                 self._depth = 0
+                self._guess_sent_at = None
                 self.pg.rollback()
                 self._rollback_local()
                 self._release_lock()
@@ -464,19 +471,43 @@ class SharedLog:
         self.guesses[0] += 1
         try:
             recorded = self.pg.append_on_guess(
-                events, SharedCounters(local.commit_seq, noops, checkpoints, local.hash))
+                events, SharedCounters(local.commit_seq, noops, checkpoints, local.hash),
+                wait=False)
         except HeadMoved:  # another host is writing: lock first for a while, longer at each miss
-            self.guesses[1] += 1
-            self._guess_backoff = min(GUESS_BACKOFF_MAX, 2 * self._guess_backoff or 1)
-            self._guess_skip = self._guess_backoff
+            self._missed_guess()
             return None
-        self._guess_backoff = 0
-        held = time.perf_counter() - started  # the lock is taken and let go inside that round trip
-        self.lock_holds.append(held)
-        self.lock_commits.append(held)
+        self._guess_sent_at = started
         store_replica(self.conn, recorded)
         self._shared_head = LogHead(recorded[-1].commit_seq, recorded[-1].hash)
         return recorded
+
+    def _missed_guess(self) -> None:
+        """Another host is writing: the next writes lock first, more at each miss in a row."""
+        self.guesses[1] += 1
+        self._guess_backoff = min(GUESS_BACKOFF_MAX, 2 * self._guess_backoff or 1)
+        self._guess_skip = self._guess_backoff
+
+    def _settle_guess(self) -> None:
+        """Wait for the outcome of a guessed-head append sent in this transaction (its host stored
+        and projected the events meanwhile, in the local transaction, not committed yet). A wrong
+        guess wrote nothing: the attempt is decided again, on the locked path."""
+        started, self._guess_sent_at = self._guess_sent_at, None
+        if started is None:
+            return
+        try:
+            self.pg.settle()
+        except HeadMoved as exc:
+            self._missed_guess()
+            self._guess_skip += 1  # the retry locks too, and is not one of the back-off's writes
+            raise StaleDecision(
+                "the shared log moved on since this host's last write; deciding again",
+                details={"shared_seq": self._shared_head.commit_seq}) from exc
+        self._guess_backoff = 0
+        # The lock is taken and let go inside that round trip; the host's own work overlapped it,
+        # so this is an upper bound of the hold.
+        held = time.perf_counter() - started
+        self.lock_holds.append(held)
+        self.lock_commits.append(held)
 
     def record_noop(self, key: str, request_digest: str, operation: str, commit_seq: int,
                     result_json: bytes, at: str) -> None:

@@ -242,6 +242,44 @@ class TestPostgresSpecifics:
         assert first_chain_break(store.read_raw()) is None
         store.close()
 
+    def test_a_guessed_append_sent_without_waiting_settles_before_the_connection_is_used_again(
+            self, pg_url: str) -> None:
+        """``wait=False`` returns the events once the statement is sent; another use of the
+        connection takes its outcome in first, and ``settle`` then raises what it found (a wrong
+        guess: ``HeadMoved``, nothing written); a right guess commits, and settles quietly."""
+        from memoree.eventlog.postgres import HeadMoved, SharedCounters
+
+        store = PostgresEventStore(pg_url)
+        first = append_one(store, new_event("w", 1, 0))
+        store.begin_unlocked()
+        store.append_on_guess([new_event("w", 2, 1)], SharedCounters(0, 0, 0), wait=False)
+        assert (1, first.hash) == (store.head().commit_seq, store.head().hash)
+        with pytest.raises(HeadMoved):
+            store.settle()
+        store.begin_unlocked()
+        second = store.append_on_guess([new_event("w", 2, 1)], SharedCounters(1, 0, 0, first.hash),
+                                       wait=False)[0]
+        store.settle()
+        assert (2, second.hash) == (store.head().commit_seq, store.head().hash)
+        store.close()
+
+    def test_a_guessed_append_prepares_its_statement_again_after_the_session_dropped_it(
+            self, pg_url: str) -> None:
+        """psycopg deallocates every prepared statement of a session after a ROLLBACK: the next
+        append on a guessed head prepares its statement again and commits, once."""
+        from memoree.eventlog.postgres import SharedCounters
+
+        store = PostgresEventStore(pg_url)
+        first = append_one(store, new_event("d", 1, 0))
+        store.begin_unlocked()
+        second = store.append_on_guess([new_event("d", 2, 1)], SharedCounters(1, 0, 0, first.hash))[0]
+        store.conn.execute("DEALLOCATE ALL")
+        store.begin_unlocked()
+        third = store.append_on_guess([new_event("d", 3, 2)], SharedCounters(2, 0, 0, second.hash))[0]
+        assert (3, third.hash) == (store.head().commit_seq, store.head().hash)
+        assert [1, 2, 3] == [e.commit_seq for e in store.read()]
+        store.close()
+
     def test_a_page_brings_the_head_the_rows_and_what_projecting_them_reads(self, pg_url: str) -> None:
         """One read returns the head's counters, the rows after a position (none past
         ``through``), the blobs of the revisions among them and the purges of their streams."""
