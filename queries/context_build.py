@@ -201,6 +201,29 @@ def passage_block(passage: Passage) -> str:
     return f"Excerpt {BT}#{passage.start}-{passage.end}{BT}:\n{blockquote(passage.text)}\n"
 
 
+def shown_runs(passages: list[Passage]) -> list[tuple[int, int, str]]:
+    """The shown passages as excerpts: each run of passages that follow one another in the
+    revision (the next line, or the next piece of a long line) joined into one ``(start, end,
+    text)`` span, so a matching turn and its reply carry one label, not two. Passages are the
+    non-blank lines of a chunk (``passages.passage_spans``) and chunks partition the body, so a
+    one-byte gap between two passages is their newline and no gap is a cut line: the joined text
+    is exactly the revision's bytes ``[start, end)``."""
+    runs: list[tuple[int, int, str]] = []
+    for passage in sorted(passages, key=lambda p: p.start):
+        if runs and 0 <= passage.start - runs[-1][1] <= 1:
+            start, end, text = runs[-1]
+            runs[-1] = (start, passage.end, text + "\n" * (passage.start - end) + passage.text)
+        else:
+            runs.append((passage.start, passage.end, passage.text))
+    return runs
+
+
+def excerpts_text(passages: list[Passage]) -> str:
+    """An artifact section's excerpts: each run (``shown_runs``) labelled with its exact span."""
+    return "".join(f"Excerpt {BT}#{start}-{end}{BT}:\n{blockquote(text)}\n"
+                   for start, end, text in shown_runs(passages))
+
+
 class _Page:
     """The Markdown being rendered and the bytes it has used."""
 
@@ -254,7 +277,17 @@ class _Section:
     def text(self) -> str:
         if self.hit.entity_type == "claim":
             return self.header
-        return self.header + "".join(passage_block(p) for p in sorted(self.passages, key=lambda p: p.start))
+        return self.header + excerpts_text(self.passages)
+
+    def growth(self, passage: Passage) -> int:
+        """The bytes the section's excerpts grow by when ``passage`` is shown too (less than
+        its own block when it joins a run)."""
+        return _size(excerpts_text([*self.passages, passage])) - _size(excerpts_text(self.passages))
+
+    def shrinkage(self, passage: Passage) -> int:
+        """The bytes the section's excerpts shrink by when ``passage`` is taken out."""
+        rest = [p for p in self.passages if p is not passage]
+        return _size(excerpts_text(self.passages)) - _size(excerpts_text(rest))
 
 
 @dataclass(frozen=True)
@@ -546,7 +579,8 @@ def pack(conn: Any, run: SearchRun, budget: int, query: str = "") -> list[_Secti
         passage = item.passage
         if passage is not None and (_is_title(passage, hit) or _overlaps(passage, hit.revision_id, cited)):
             continue  # shown already: as the title, or cited by a shown claim (which may bring its text)
-        cost = _size(passage_block(passage)) if passage is not None else 0
+        cost = 0 if passage is None else _size(passage_block(passage)) if section is None \
+            else section.growth(passage)
         if section is None:
             if _size(artifact_header(hit, [])) + cost > budget - used:
                 continue
@@ -565,7 +599,6 @@ def pack(conn: Any, run: SearchRun, budget: int, query: str = "") -> list[_Secti
             continue
         if passage is not None:
             section.passages.append(passage)
-            section.included += passage.size
             shown.append((hit.revision_id, passage.start, passage.end))
             used += cost
     _add_evidence_text(conn, order, budget - used)
@@ -614,14 +647,13 @@ def _add_evidence_text(conn: Any, order: list[_Section], room: int) -> None:
         freed = 0
         duplicate = shown.get((revision_id, start, end))
         if duplicate is not None:
-            freed = _size(passage_block(duplicate[1]))
+            freed = duplicate[0].shrinkage(duplicate[1])
         growth = _size(block) - _size(section.header) - freed
         if growth > room:
             continue
         if duplicate is not None:
             owner, passage = duplicate
             owner.passages.remove(passage)
-            owner.included -= passage.size
             del shown[(revision_id, start, end)]
         section.header = block
         section.evidence_span = (revision_id, start, end)
@@ -630,9 +662,10 @@ def _add_evidence_text(conn: Any, order: list[_Section], room: int) -> None:
 
 def _manifest_item(section: _Section) -> ManifestItem:
     hit = section.hit
-    passages = [PassageRef(citation=span_citation(hit.entity_id, hit.revision_id, (p.start, p.end)),
-                           start_byte=p.start, end_byte=p.end)
-                for p in sorted(section.passages, key=lambda p: p.start)]
+    runs = shown_runs(section.passages)
+    passages = [PassageRef(citation=span_citation(hit.entity_id, hit.revision_id, (start, end)),
+                           start_byte=start, end_byte=end) for start, end, _ in runs]
+    included = sum(end - start for start, end, _ in runs) if hit.entity_type == "artifact" else section.included
     if section.evidence_span is not None:
         rev, start, end = section.evidence_span
         locator = next(loc for loc in hit.provenance.get("evidence") or []
@@ -644,7 +677,7 @@ def _manifest_item(section: _Section) -> ManifestItem:
         citation=hit.citation, entity_type=hit.entity_type, entity_id=hit.entity_id,
         revision_id=hit.revision_id, status=hit.status, context=hit.context,
         provenance=hit.provenance, risk_signals=section.risk, source_excerpt_bytes=excerpt_bytes,
-        included_bytes=section.included, excerpt_available=bool(hit.excerpt),
+        included_bytes=included, excerpt_available=bool(hit.excerpt),
         excerpt_truncated=truncated, reason="retrieved by " + " + ".join(hit.matched_by),
         passages=passages,
     )

@@ -171,12 +171,14 @@ def _cut_long(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
     return pieces
 
 
-def score_passages(data: bytes, start: int, end: int, scorer: PassageScorer) -> list[Passage]:
+def score_passages(data: bytes, start: int, end: int, scorer: PassageScorer, offset: int = 0) -> list[Passage]:
+    """The scored passages of ``data[start:end]``, their spans moved by ``offset`` (where
+    ``data`` starts in its revision)."""
     passages = []
     for s, e, text, folded in lined_passages(data, start, end):
         counts, words = scorer.folded_counts(folded)
-        passages.append(Passage(s, e, text, scorer.bm25(counts, words), frozenset(counts), words,
-                                tuple(sorted(counts.items()))))
+        passages.append(Passage(s + offset, e + offset, text, scorer.bm25(counts, words), frozenset(counts),
+                                words, tuple(sorted(counts.items()))))
     return passages
 
 
@@ -275,10 +277,7 @@ def ranked_chunks(conn: Any, analysis: AnalyzedQuery, rows: Sequence[ChunkRow], 
     scored = []
     for ch in body[:MAX_SCORED_CHUNKS]:
         data = chunk_bytes(conn, ch.revision_id, ch.start_byte, ch.end_byte)
-        passages = score_passages(data, 0, len(data), scorer)
-        passages = [Passage(p.start + ch.start_byte, p.end + ch.start_byte, p.text, p.score, p.units,
-                            p.words, p.counts) for p in passages]
-        scored.append((ch, passages))
+        scored.append((ch, score_passages(data, 0, len(data), scorer, ch.start_byte)))
     scored.sort(key=lambda item: (tuple(-x for x in match.strength(analysis, item[0].chunk_id)),
                                   -max((p.score for p in item[1]), default=0.0), item[0].order))
     return scored

@@ -65,8 +65,8 @@ class TestBudget:
         assert [] == result["manifest"] and result["omitted_count"] > 0
 
     def test_claims_are_atomic_and_artifacts_show_whole_passages(self, call: Caller) -> None:
-        """A long artifact shows as many whole matching lines as fit, each with its exact span;
-        a claim that does not fit is omitted."""
+        """A long artifact shows as many whole matching lines as fit, each run of lines with its
+        exact span; a claim that does not fit is omitted."""
         source = put(call, "budget line of text\n" * 200, title="budget doc")
         result = build(call, "budget line", max_bytes=900)
         item = result["manifest"][0]
@@ -74,11 +74,28 @@ class TestBudget:
         body = content_bytes(call, source["artifact_id"], source["revision_id"])
         for passage in item["passages"]:
             text = body[passage["start_byte"]:passage["end_byte"]].decode()
-            assert f"Excerpt `#{passage['start_byte']}-{passage['end_byte']}`:\n> {text}\n" in result["rendered_markdown"]
+            assert f"Excerpt `#{passage['start_byte']}-{passage['end_byte']}`:\n{blockquote(text)}\n" in result["rendered_markdown"]
         assert TRUNCATION_MARKER not in result["rendered_markdown"]
         claim(call, "budget statement " + "word " * 300)
         only_claims = build(call, "budget statement", max_bytes=900)
         assert ([], 1) == (only_claims["manifest"], only_claims["omitted_count"])
+
+
+    def test_lines_that_follow_one_another_share_one_excerpt_label(self, call: Caller) -> None:
+        """A matching line and the reply after it are one excerpt: one label, one exact span
+        whose bytes are both lines, not two labels for two spans."""
+        text = "A: where is the harbour lamp?\nB: by the old pier\n\nC: unrelated words\nD: the harbour lamp broke\n"
+        source = put(call, text, title="lamp notes")
+        result = build(call, "harbour lamp", max_bytes=2000)
+        item = next(i for i in result["manifest"] if i["entity_id"] == source["artifact_id"])
+        body = content_bytes(call, source["artifact_id"], source["revision_id"])
+        spans = [(p["start_byte"], p["end_byte"]) for p in item["passages"]]
+        first = text.index("A:"), text.index("\n\n")
+        assert first in spans and result["rendered_markdown"].count("Excerpt `#") == len(spans)
+        for start, end in spans:
+            shown = blockquote(body[start:end].decode())
+            assert f"Excerpt `#{start}-{end}`:\n{shown}\n" in result["rendered_markdown"]
+        assert item["included_bytes"] == sum(end - start for start, end in spans)
 
 
 def call_hits(call: Caller) -> int:

@@ -194,14 +194,15 @@ class TestEvidence:
             "coordinate_space": "immutable_artifact_bytes"}
 
     def test_context_build_shows_the_matching_passage_and_its_neighbours(self, call: Caller) -> None:
-        """Within a small budget: the matching line and the lines around it, each with its span."""
+        """Within a small budget: the matching line and the lines around it, as one excerpt
+        with its exact span (the lines follow one another)."""
         source = self.store(call)
         result = call.ok("context.build", {"query": "lighthouse keeper", "max_bytes": 700})["result"]
         body = content_bytes(call, source["artifact_id"], source["revision_id"])
         item = result["manifest"][0]
         shown = [body[p["start_byte"]:p["end_byte"]].decode() for p in item["passages"]]
         before = "[D1:59] Ann: filler talk about the weather number 59"
-        assert [before, NEEDLE.strip(), REPLY.strip()] == shown
+        assert ["\n".join([before, NEEDLE.strip(), REPLY.strip()])] == shown
         for passage in item["passages"]:
             assert passage["citation"] == span_citation(source["artifact_id"], source["revision_id"],
                                                         (passage["start_byte"], passage["end_byte"]))
