@@ -26,13 +26,13 @@ from typing import Any
 import msgspec
 
 from memoree.errors import IdempotencyConflict, InternalError
-from memoree.eventlog.events import Scope, event_type_name
+from memoree.eventlog.events import Scope
 from memoree.eventlog.store import NewEvent, RecordedEvent
 from memoree.limits import INLINE_BLOB_BYTES
 from memoree.projections.base import apply_events
 from memoree.projections.idempotency import result_document
 
-from .context import DecideContext
+from .context import DecideContext, new_event
 from .state import BlobRef
 
 __all__ = ["PutRun", "replayed_document"]
@@ -92,10 +92,7 @@ class PutRun:
             self.next_seq = handler.log.head().commit_seq + 1
         ctx = DecideContext(now=handler.clock(), new_id=handler.new_id, scope=scope)
         (decision,) = decide(None, inp, blob, ctx)
-        event = NewEvent(type=event_type_name(decision.payload), stream_id=decision.stream_id,
-                         stream_version=decision.stream_version, payload=decision.payload,
-                         event_id=handler.new_id("evt"), at=ctx.now, scope=scope,
-                         idempotency_key=key, request_digest=digest)
+        event = new_event(decision, ctx, key, digest)
         commit_seq = self.next_seq
         document = result_document(handler.log.conn, _as_recorded(event, commit_seq))
         if document is None:  # pragma: no cover - a new artifact's result is built from its event

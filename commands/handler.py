@@ -23,16 +23,16 @@ import msgspec
 
 from memoree.errors import IdempotencyConflict, InternalError, InvalidRequest, NotFound
 from memoree.eventlog.cas import ContentStore
-from memoree.eventlog.events import Scope, event_type_name
+from memoree.eventlog.events import Scope
 from memoree.eventlog.keys import NodeKey
 from memoree.eventlog.scope import require_write_scope
-from memoree.eventlog.store import EventStore, NewEvent, RecordedEvent, StaleDecision
+from memoree.eventlog.store import EventStore, RecordedEvent, StaleDecision
 from memoree.projections.base import Projector, apply_events
 from memoree.projections.idempotency import result_document, stored_result
 
 from . import artifacts, claims, facts, purge, relations
 from .bulk import PutRun, replayed_document
-from .context import DecideContext, Decision
+from .context import DecideContext, Decision, new_event
 from .loaders import (
     load_append_state,
     load_cited_revisions,
@@ -250,15 +250,8 @@ class CommandHandler:
                 return self._record_noop(op, decisions, idempotency_key, request_digest, ctx.now)
             if command.stores_blob:
                 self.cas.put(prepared.data, prepared.blob_hash)
-            events = self.log.append([
-                NewEvent(
-                    type=event_type_name(d.payload), stream_id=d.stream_id,
-                    stream_version=d.stream_version, payload=d.payload,
-                    event_id=self.new_id("evt"), at=ctx.now, scope=scope,
-                    idempotency_key=idempotency_key, request_digest=request_digest,
-                )
-                for d in decisions
-            ])
+            events = self.log.append([new_event(d, ctx, idempotency_key, request_digest)
+                                      for d in decisions])
             apply_events(conn, self.projectors, events)
             if command.in_transaction is not None:
                 command.in_transaction(self.cas, events)

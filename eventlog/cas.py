@@ -161,20 +161,14 @@ class ContentStore:
 
     def purges_by_artifact(self) -> dict[str, list[bytes]]:
         """Every purge event's stored bytes, by artifact: ``is_purged`` for a whole replay at once."""
-        purges: dict[str, list[bytes]] = {}
-        for stream_id, data in self._purge_events():
-            purges.setdefault(stream_id, []).append(bytes(data))
-        return purges
+        return _by_artifact(self._purge_events())
 
     def purges_of(self, artifact_ids: Sequence[str]) -> dict[str, list[bytes]]:
         """``purges_by_artifact`` for the given artifacts only (one look-up in the purge index)."""
         rows = self.conn.execute(
             "SELECT stream_id, data FROM events WHERE type = 'artifact.purged' AND stream_id IN "
             "(SELECT value FROM json_each(?))", (json.dumps(list(artifact_ids)),))
-        purges: dict[str, list[bytes]] = {}
-        for stream_id, data in rows:
-            purges.setdefault(stream_id, []).append(bytes(data))
-        return purges
+        return _by_artifact(rows)
 
     def _purge_events(self) -> Any:
         """``(artifact_id, stored bytes)`` of every purge event in the log."""
@@ -252,3 +246,11 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _by_artifact(purge_rows: Any) -> dict[str, list[bytes]]:
+    """``(artifact_id, stored bytes)`` rows of purge events, grouped by artifact."""
+    purges: dict[str, list[bytes]] = {}
+    for stream_id, data in purge_rows:
+        purges.setdefault(stream_id, []).append(bytes(data))
+    return purges

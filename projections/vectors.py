@@ -302,8 +302,7 @@ class VectorsProjector:
         mark the first of them would set one by one; otherwise each as ``apply``."""
         if (self.model is not None and self.lazy and not self.bulk
                 and all(event.type in EMBEDDED_EVENTS for event in events)):
-            conn.execute("INSERT OR IGNORE INTO vector_state (key, value) VALUES (?, ?)",
-                         (WATERMARK, events[0].commit_seq - 1))
+            self._mark_lagging(conn, events[0])  # the later events' marks would be no-ops
             return
         for event in events:
             self.apply(conn, event)

@@ -198,7 +198,13 @@ def artifact_header(hit: SearchHit, risk: list[str]) -> str:
 
 
 def passage_block(passage: Passage) -> str:
-    return f"Excerpt {BT}#{passage.start}-{passage.end}{BT}:\n{blockquote(passage.text)}\n"
+    """One shown passage as an excerpt: its exact span label, then its text blockquoted."""
+    return excerpt_block(passage.start, passage.end, passage.text)
+
+
+def excerpt_block(start: int, end: int, text: str) -> str:
+    """The excerpt of the revision's bytes ``[start, end)`` (``text``), labelled with its span."""
+    return f"Excerpt {BT}#{start}-{end}{BT}:\n{blockquote(text)}\n"
 
 
 def shown_runs(passages: list[Passage]) -> list[tuple[int, int, str]]:
@@ -220,8 +226,7 @@ def shown_runs(passages: list[Passage]) -> list[tuple[int, int, str]]:
 
 def excerpts_text(passages: list[Passage]) -> str:
     """An artifact section's excerpts: each run (``shown_runs``) labelled with its exact span."""
-    return "".join(f"Excerpt {BT}#{start}-{end}{BT}:\n{blockquote(text)}\n"
-                   for start, end, text in shown_runs(passages))
+    return "".join(excerpt_block(start, end, text) for start, end, text in shown_runs(passages))
 
 
 class _Page:
