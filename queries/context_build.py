@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ from memoree.projections.embedding import load_model
 from memoree.projections.records import OwnerContext
 from memoree.projections.text import floor_char_boundary
 
+from .admission import admitted_claims
 from .memo import DigestMemo, text_digest
 from .passages import MAX_PASSAGE_BYTES, Passage, PassageScorer, bm25_sum, chunk_bytes
 from .recall import ConflictSummary, evidence_citation, open_conflicts
@@ -68,6 +69,7 @@ MEANING_WEIGHT = 2.0
 REPLY_SHARE = 0.3
 MAX_WEIGHED_LINES = 32
 MAX_SOFT_ITEMS = 64
+ADMITTED_SHARE = 0.6
 ELLIPSIS = "…"
 
 
@@ -323,8 +325,10 @@ def _evidence_passage(conn: Any, hit: SearchHit) -> tuple[str, int, int, str] | 
     return None
 
 
-def evidence_items(run: SearchRun, query: str = "") -> list[_Item]:
-    """Claims and artifact passages that match ``query``, best evidence first."""
+def evidence_items(run: SearchRun, query: str = "", admitted: Sequence[SearchHit] = ()) -> list[_Item]:
+    """Claims and artifact passages that match ``query``, best evidence first; ``admitted``:
+    claims from beyond the hits (``queries.admission``), scored like a hit's claim at
+    ``ADMITTED_SHARE`` (ranked after every hit on ties)."""
     scorer = run.scorer
     items: list[_Item] = []
     line_idf = candidate_line_idf(scorer, run.passages) if scorer else None
@@ -343,6 +347,9 @@ def evidence_items(run: SearchRun, query: str = "") -> list[_Item]:
             items.append(_Item(0.0, rank, 0, hit))  # title-only match: the header alone
         for order, (score, passage) in enumerate(scored):
             items.append(_Item(score, rank, order, hit, passage))
+    for rank, hit in enumerate(admitted, len(run.hits)):
+        score = ADMITTED_SHARE * scorer.score(hit.excerpt)[0] if scorer else 0.0
+        items.append(_Item(round(score, 12), rank, 0, hit))
     items.sort(key=lambda item: (-item.score, item.rank, item.order))
     head = softly_covered(run, items[:MAX_SOFT_ITEMS], line_idf)
     if head is not None:
@@ -543,7 +550,8 @@ def _overlaps(passage: Passage, revision_id: str, shown: list[tuple[str, int, in
                for rev, start, end in shown)
 
 
-def pack(conn: Any, run: SearchRun, budget: int, query: str = "") -> list[_Section]:
+def pack(conn: Any, run: SearchRun, budget: int, query: str = "",
+         admitted: Sequence[SearchHit] = ()) -> list[_Section]:
     """Choose evidence greedily, best first, while it fits ``budget`` bytes (exactly counted):
     claims (citations and statement) and artifact passages compete on one score, and a passage
     a shown claim cites is not repeated; an active claim whose evidence lines are shown
@@ -557,7 +565,7 @@ def pack(conn: Any, run: SearchRun, budget: int, query: str = "") -> list[_Secti
     shown: list[tuple[str, int, int]] = []
     deferred: list[_Item] = []
     used = 0
-    for item, waited in _then_deferred(evidence_items(run, query), deferred):
+    for item, waited in _then_deferred(evidence_items(run, query, admitted), deferred):
         hit = item.hit
         section = sections.get(item.rank)
         if hit.entity_type == "claim":
@@ -698,9 +706,10 @@ def _covers(section: _Section, hit: SearchHit) -> bool:
     return shown >= inside
 
 
-def render(conn: Any, run: SearchRun, conflicts: list[ConflictSummary],
-           max_bytes: int, query: str = "") -> tuple[str, list[ManifestItem], int]:
-    """(markdown, manifest, omitted_count) for the run's hits within ``max_bytes``."""
+def render(conn: Any, run: SearchRun, conflicts: list[ConflictSummary], max_bytes: int,
+           query: str = "", admitted: Sequence[SearchHit] = ()) -> tuple[str, list[ManifestItem], int]:
+    """(markdown, manifest, omitted_count) for the run's hits (and the ``admitted`` claims)
+    within ``max_bytes``; ``omitted_count`` counts the hits left out."""
     page = _Page(max_bytes)
     if not page.fits(HEADER):
         data = HEADER.encode("utf-8")
@@ -708,11 +717,11 @@ def render(conn: Any, run: SearchRun, conflicts: list[ConflictSummary],
         return page.text, [], len(run.hits)
     page.add(HEADER)
     _render_conflicts(page, conflicts)
-    sections = pack(conn, run, page.remaining, query)
+    sections = pack(conn, run, page.remaining, query, admitted)
     for section in sections:
         page.add(section.text())
     manifest = [_manifest_item(section) for section in sections]
-    return page.text, manifest, len(run.hits) - len(manifest)
+    return page.text, manifest, len(run.hits) - sum(1 for s in sections if s.rank < len(run.hits))
 
 
 def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResult:
@@ -727,7 +736,8 @@ def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResul
         )
         claim_ids = [hit.entity_id for hit in run.hits if hit.entity_type == "claim"]
         conflicts, _ = open_conflicts(scope.conn, claim_ids, scope.ambient, inp.horizon)
-        markdown, manifest, omitted = render(scope.conn, run, conflicts, inp.max_bytes, inp.query)
+        admitted = admitted_claims(scope, run)
+        markdown, manifest, omitted = render(scope.conn, run, conflicts, inp.max_bytes, inp.query, admitted)
     return ContextBuildResult(
         content_is_untrusted=True, query=inp.query, max_bytes=inp.max_bytes,
         used_bytes=_size(markdown), rendered_markdown=markdown,

@@ -1,0 +1,78 @@
+"""Claims from beyond a qualified search's window that ``context.build`` may also weigh.
+
+This module owns which claims, besides the search's hits, compete for a context bundle's bytes:
+the horizon's active, current claims that the claim table's own word index matches with at
+least ``MIN_ADMITTED_UNITS`` of the query's units (the ``ADMISSION_POOL`` best by the search's
+lexical score, under the request's horizon and visibility filters), that are not hits already.
+``queries.context_build`` scores each like a hit's claim, the BM25 of its statement times its soft
+coverage of the query, at ``ADMITTED_SHARE``, so one gets in only where it outweighs the hits'
+own evidence. An observation that answers a question often sits in a session the first hits do
+not reach (a multi-hop answer is spread over several), and a claim beyond the window brings the
+citation of its turn with it.
+
+Admission never answers a question the search left unanswered (no qualified hit: no admission),
+runs only with the dense channel ready (the soft coverage orders what it admits), and never
+admits a conflicted, expired, future or superseded claim (its contradiction would not be listed
+with the hits' conflicts). An admitted claim's ``matched_by`` says it was admitted, not ranked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .candidates import TABLES, Candidate, horizon_of, lexical_candidates, match_units, table_horizon, unit_expressions
+from .passages import claim_citation
+from .search import ReadScope, SearchHit, SearchRun, _to_hit
+
+__all__ = ["ADMISSION_LABEL", "admitted_claims"]
+
+ADMISSION_POOL = 64
+MIN_ADMITTED_UNITS = 2
+ADMISSION_LABEL = "context_admission_v1"
+
+
+def admitted_claims(scope: ReadScope, run: SearchRun) -> list[SearchHit]:
+    """The claims beyond ``run``'s hits that may compete for the bundle (see the module)."""
+    if not run.hits or run.scorer is None or run.semantic is None or run.semantic.state != "ready":
+        return []
+    hits = {hit.entity_id for hit in run.hits if hit.entity_type == "claim"}
+    found = []
+    for candidate in claim_pool(scope, run):
+        if candidate.entity_id in hits or not admissible(candidate, scope.now):
+            continue
+        if len(run.scorer.score(candidate.statement)[1]) < MIN_ADMITTED_UNITS:
+            continue
+        found.append(admitted_hit(candidate, run, scope.now))
+    return found
+
+
+def claim_pool(scope: ReadScope, run: SearchRun) -> list[Candidate]:
+    """The ``ADMISSION_POOL`` visible claims best by their lexical score (matched units' IDF,
+    length-normalized), at the request's horizon, current revisions only."""
+    table = TABLES["claim"]
+    horizon = table_horizon(scope.conn, "claim", horizon_of(scope.ambient, run.horizon))
+    expressions = unit_expressions(scope.conn, horizon, run.analysis, scope.pins)
+    matches = match_units(scope.conn, table, horizon, run.analysis, scope.pins, expressions)
+    filters = table.filters(scope.ambient, scope.pins, scope.now, run.horizon, False)
+    idf: Sequence[float] = run.idf.get("claim") or []
+    if len(idf) != len(run.analysis.units):
+        return []
+    return [candidate for candidate, _ in lexical_candidates(scope.conn, table, filters, matches, idf,
+                                                             ADMISSION_POOL)]
+
+
+def admissible(candidate: Candidate, now: str) -> bool:
+    """Active and current: a conflicted claim's contradiction is listed only for hits."""
+    return candidate.status == "active" and candidate.is_current(now)
+
+
+def admitted_hit(candidate: Candidate, run: SearchRun, now: str) -> SearchHit:
+    """The claim as a hit of the bundle: its statement, its citation, and ``matched_by`` saying
+    it matched words below qualification and was admitted."""
+    candidate.excerpt = candidate.statement
+    candidate.citation = claim_citation(candidate.entity_id, candidate.revision_id)
+    candidate.lexical_candidate = True
+    hit: Any = _to_hit(candidate, run.analysis, now, False)  # not ranked: no recency bonus either
+    hit.matched_by = [*hit.matched_by, ADMISSION_LABEL]
+    return hit

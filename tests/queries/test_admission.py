@@ -1,0 +1,89 @@
+"""Claims from beyond the search's window in context.build (``queries.admission``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from memoree.eventlog.events import Scope
+from memoree.queries.admission import ADMISSION_LABEL, admitted_claims
+from memoree.queries.search import ReadScope, read_snapshot, run_search
+from tests.conftest import CTX, Caller
+from tests.queries.test_search import claim
+
+OTHER_PROJECT = {"workspace_id": "wsp_test", "project_id": "prj_other"}
+QUERY = "Which hobby does Ann enjoy on weekends?"
+FIRST = "Ann enjoys her hobby on weekends: painting"
+BEYOND = "Ann likes hiking in the hills on weekends"
+
+
+@pytest.fixture(autouse=True)
+def with_model() -> None:
+    from memoree.projections.embedding import load_model
+
+    if load_model() is None:
+        pytest.skip("the embedding model is not installed here")
+
+
+def build(call: Caller, query: str = QUERY, **fields: Any) -> dict[str, Any]:
+    return call.ok("context.build", {"query": query, "max_bytes": 4000, **fields})["result"]
+
+
+def admitted(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [item for item in result["manifest"] if ADMISSION_LABEL in item["reason"]]
+
+
+def test_a_claim_beyond_the_window_that_matches_the_question_is_admitted(call: Caller) -> None:
+    """With a window of one hit, a second claim holding two of the question's words is shown
+    too, its manifest reason saying it was admitted, and it is not counted as omitted."""
+    claim(call, FIRST)
+    beyond = claim(call, BEYOND)
+    result = build(call, limit=1)
+    assert [beyond["claim_id"]] == [item["entity_id"] for item in admitted(result)]
+    assert BEYOND in result["rendered_markdown"] and 0 == result["omitted_count"]
+    assert len(result["rendered_markdown"].encode()) == result["used_bytes"] <= 4000
+
+
+def test_a_claim_with_a_single_query_word_is_not_admitted(call: Caller) -> None:
+    """A claim beyond the window that shares one word with the question stays out."""
+    claim(call, FIRST)
+    claim(call, "Weekends are busy at the market")
+    assert [] == admitted(build(call, limit=1))
+
+
+def test_nothing_outside_the_horizon_is_admitted(call: Caller) -> None:
+    """A matching claim of another project is never admitted at the ambient horizon."""
+    claim(call, FIRST)
+    claim(call, BEYOND, context=OTHER_PROJECT)
+    result = build(call, limit=1)
+    assert [] == admitted(result) and BEYOND not in result["rendered_markdown"]
+
+
+def test_a_search_without_a_qualified_hit_admits_nothing(call: Caller) -> None:
+    """The same search with its window emptied (no qualified hit: the question is unanswered)
+    admits no claim, where with its one hit it admits the other."""
+    claim(call, FIRST)
+    claim(call, BEYOND)
+    engine = call.service.engine
+    scope = ReadScope(conn=engine.conn, ambient=Scope(CTX["workspace_id"], CTX["project_id"], None, None),
+                      pins=(), now=engine.handler.clock(), head=engine.head())
+    with read_snapshot(scope.conn):
+        run = run_search(scope, query=QUERY, limit=1, qualified_only=True, every_passage=True)
+        assert [BEYOND] == [hit.excerpt for hit in admitted_claims(scope, run)]
+        assert [] == admitted_claims(scope, dataclasses.replace(run, hits=[]))
+
+
+def test_an_expired_claim_is_not_admitted(call: Caller) -> None:
+    """Only current claims are admitted: one whose validity ended stays out."""
+    claim(call, FIRST)
+    claim(call, BEYOND, valid_until="2000-01-01T00:00:00Z")
+    assert [] == admitted(build(call, limit=1))
+
+
+def test_with_the_channel_off_nothing_is_admitted(call: Caller) -> None:
+    """semantic.enabled=false answers from the hits alone."""
+    claim(call, FIRST)
+    claim(call, BEYOND)
+    assert [] == admitted(build(call, limit=1, semantic={"enabled": False}))
