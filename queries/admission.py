@@ -2,8 +2,8 @@
 
 This module owns which claims, besides the search's hits, compete for a context bundle's bytes:
 the horizon's active, current claims that the claim table's own word index matches with at
-least ``MIN_ADMITTED_UNITS`` of the query's units (the ``ADMISSION_POOL`` best by the search's
-lexical score, under the request's horizon and visibility filters), that are not hits already.
+least ``MIN_ADMITTED_UNITS`` of the query's units (the ``ADMISSION_POOL`` with the most summed
+unit IDF, under the request's horizon and visibility filters), that are not hits already.
 ``queries.context_build`` scores each like a hit's claim, the BM25 of its statement times its soft
 coverage of the query, at ``ADMITTED_SHARE``, so one gets in only where it outweighs the hits'
 own evidence. An observation that answers a question often sits in a session the first hits do
@@ -21,7 +21,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .candidates import TABLES, Candidate, horizon_of, lexical_candidates, match_units, table_horizon, unit_expressions
+from .candidates import (
+    TABLES,
+    Candidate,
+    horizon_of,
+    match_units,
+    table_horizon,
+    unit_expressions,
+    visible_rows,
+)
 from .passages import claim_citation
 from .search import ReadScope, SearchHit, SearchRun, _to_hit
 
@@ -48,18 +56,27 @@ def admitted_claims(scope: ReadScope, run: SearchRun) -> list[SearchHit]:
 
 
 def claim_pool(scope: ReadScope, run: SearchRun) -> list[Candidate]:
-    """The ``ADMISSION_POOL`` visible claims best by their lexical score (matched units' IDF,
-    length-normalized), at the request's horizon, current revisions only."""
+    """The ``ADMISSION_POOL`` visible claims (current revisions, the request's horizon) that the
+    claim index matches with at least ``MIN_ADMITTED_UNITS`` of the query's units, most summed
+    unit IDF first (newest first on ties). Counting units from the index's match lists first
+    means only those claims' rows are read."""
+    idf: Sequence[float] = run.idf.get("claim") or []
+    if len(idf) != len(run.analysis.units):
+        return []
     table = TABLES["claim"]
     horizon = table_horizon(scope.conn, "claim", horizon_of(scope.ambient, run.horizon))
     expressions = unit_expressions(scope.conn, horizon, run.analysis, scope.pins)
     matches = match_units(scope.conn, table, horizon, run.analysis, scope.pins, expressions)
+    units: dict[int, int] = {}
+    weight: dict[int, float] = {}
+    for index, doc_ids in enumerate(matches.lists):
+        for doc_id in doc_ids:
+            units[doc_id] = units.get(doc_id, 0) + 1
+            weight[doc_id] = weight.get(doc_id, 0.0) + idf[index]
+    ranked = sorted((doc_id for doc_id, count in units.items() if count >= MIN_ADMITTED_UNITS),
+                    key=lambda doc_id: (-weight[doc_id], -doc_id))
     filters = table.filters(scope.ambient, scope.pins, scope.now, run.horizon, False)
-    idf: Sequence[float] = run.idf.get("claim") or []
-    if len(idf) != len(run.analysis.units):
-        return []
-    return [candidate for candidate, _ in lexical_candidates(scope.conn, table, filters, matches, idf,
-                                                             ADMISSION_POOL)]
+    return visible_rows(scope.conn, table, filters, ranked, ADMISSION_POOL)
 
 
 def admissible(candidate: Candidate, now: str) -> bool:

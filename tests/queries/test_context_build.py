@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memoree.queries.admission import ADMISSION_LABEL
 from memoree.queries.context_build import HEADER, TRUNCATION_MARKER, blockquote, quoted_prefix, quoted_title
 from memoree.service.service import Service
 from tests.conftest import Caller
@@ -168,9 +169,11 @@ class TestConflictsAndManifest:
         assert "Citation: " not in markdown and "  \n" not in markdown
 
     def test_search_truncation_is_reported_apart_from_budget_omissions(self, shared_store: Caller) -> None:
-        """retrieval_truncated reflects the search limit; omitted_count only the byte budget."""
+        """retrieval_truncated reflects the search limit; omitted_count only the byte budget (claims
+        admitted from beyond the window, ``queries.admission``, are not hits)."""
         result = build(shared_store, "ledger keys", limit=1, max_bytes=20000)
-        assert (True, 0, 1) == (result["retrieval_truncated"], result["omitted_count"], len(result["manifest"]))
+        hits = [item for item in result["manifest"] if ADMISSION_LABEL not in item["reason"]]
+        assert (True, 0, 1) == (result["retrieval_truncated"], result["omitted_count"], len(hits))
         assert "limit of 1" in result["refine_hint"]
 
     def test_negative_budgets_are_invalid(self, call: Caller) -> None:
