@@ -86,7 +86,8 @@ def admissible(candidate: Candidate, now: str) -> bool:
 
 def admitted_hit(candidate: Candidate, run: SearchRun, now: str) -> SearchHit:
     """The claim as a hit of the bundle: its statement, its citation, and ``matched_by`` saying
-    it matched words below qualification and was admitted."""
+    it matched words (``lexical_candidate_v1``: its qualification is not computed) and was
+    admitted, not ranked by the search."""
     candidate.excerpt = candidate.statement
     candidate.citation = claim_citation(candidate.entity_id, candidate.revision_id)
     candidate.lexical_candidate = True
