@@ -557,7 +557,8 @@ def pack(conn: Any, run: SearchRun, budget: int, query: str = "",
     a shown claim cites is not repeated; an active claim whose evidence lines are shown
     already waits until everything else had its chance (it would restate those lines, not add
     evidence); then, with what is left, claims bring their evidence passage's text (which their
-    artifact's section then no longer shows)."""
+    artifact's section then no longer shows). A bundle holds at most the request's ``limit``
+    sections: claims admitted from beyond the hits compete with the hits for those slots."""
     sections: dict[int, _Section] = {}
     order: list[_Section] = []
     blocks: dict[int, tuple[str, list[str]]] = {}
@@ -568,6 +569,8 @@ def pack(conn: Any, run: SearchRun, budget: int, query: str = "",
     for item, waited in _then_deferred(evidence_items(run, query, admitted), deferred):
         hit = item.hit
         section = sections.get(item.rank)
+        if section is None and len(order) >= run.limit:
+            continue
         if hit.entity_type == "claim":
             if not waited and hit.status == "active" and _restates(hit, shown):
                 deferred.append(item)
