@@ -501,7 +501,7 @@ class SharedLog:
         known = self._known_head
         if known is None or known.seq <= local.commit_seq:
             known = SharedCounters(local.commit_seq, noops, checkpoints, local.hash)
-        for _ in range(KNOWN_HEAD_TRIES):
+        for attempt in range(KNOWN_HEAD_TRIES):
             if known.noops != noops:
                 return None
             self.guesses[0] += 1
@@ -521,6 +521,8 @@ class SharedLog:
                                     "stream; deciding again", details={"shared_seq": known.seq}) from exc
             self._known_head = None
             self._record_hold()
+            if attempt == 0 and known.seq == local.commit_seq:  # nobody else wrote: guess again
+                self._guess_skip = self._guess_backoff = 0
             head = LogHead(known.seq, known.hash)
             if known.seq > local.commit_seq:
                 self._take_in_through(head, local, None)
