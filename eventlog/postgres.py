@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 NOTIFY_CHANNEL = "memoree_log"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: memoree_head_now
 LOCK_TIMEOUT_S = 30
 _SCHEMA_LOCK_ID = 0x6D656D6F72656501  # an advisory lock that serializes schema creation
 
@@ -97,7 +97,8 @@ def _append_on_guess_statement(events: int, blobs: int) -> tuple[str, tuple[int,
     move, guarded by the guessed counters, then (only when it moved) its blobs, its rows and the
     doorbell; and its parameters' types. A wrong guess matches no head row, so nothing is written
     and the transaction stays read-only (no WAL flush). The one row it returns says whether it
-    wrote, the head as the statement's snapshot saw it (what the next guess can use) and, from
+    wrote, the head as a snapshot taken after the move saw it (``memoree_head_now``: a head
+    committed while the move waited for the row included; what the next guess can use) and, from
     PostgreSQL's clock, how long the head row was locked before the last row went in. Rows are
     VALUES lists of scalar parameters, numbered in the order they are sent."""
     types = _GUARD_TYPES + _BLOB_TYPES * blobs + _EVENT_TYPES * events
@@ -120,9 +121,9 @@ def _append_on_guess_statement(events: int, blobs: int) -> tuple[str, tuple[int,
         "appended AS (INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
         "idempotency_key, request_digest, data, prev_hash, hash) "
         f"SELECT r.* FROM (VALUES {event_rows}) AS r, head, bell RETURNING clock_timestamp() AS done) "
-        f"SELECT EXISTS (SELECT FROM head), {_HEAD_COLUMNS}, "
+        "SELECT w.written, n.seq, n.noops, n.checkpoints, n.hash, "
         "extract(epoch FROM (SELECT max(done) FROM appended) - (SELECT locked_at FROM head)) "
-        "FROM log_head WHERE singleton"
+        "FROM (SELECT EXISTS (SELECT FROM head) AS written) AS w, LATERAL memoree_head_now(w.written) AS n"
     )
     return sql, types
 

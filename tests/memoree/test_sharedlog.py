@@ -281,6 +281,36 @@ class TestPutsDecideOnTheirInput:
         assert 5 == len(a.ok("search", {"query": "from"})["result"]["hits"])
         assert a.ok("verify", {})["result"]["ok"] and b.ok("verify", {})["result"]["ok"]
 
+    @pytest.mark.parametrize("tries", [2, 1])
+    def test_a_put_while_another_host_writes_appends_on_the_head_its_miss_saw_or_locks(
+            self, shared_url: str, open_host: Any, tries: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        """In the back-off, A's put tries its own head, misses (B wrote twice), and appends on the
+        head that miss reported, in one statement; with no try left it takes the lock first
+        instead. Either way it lands after B's events, which A holds, and every host verifies."""
+        from memoree.eventlog import shared as shared_module
+
+        monkeypatch.setattr(shared_module, "KNOWN_HEAD_TRIES", tries)
+        a, b = open_host("a"), open_host("b")
+        self.behind(a)
+        a.put_text("first from a", key="a1")
+        b.put_text("one from b", key="b1")
+        b.put_text("two from b", key="b2")
+        shared = a.service.engine.shared
+        shared._guess_skip = 1
+        locked, append_and_commit = [], shared.pg.append_and_commit
+
+        def noting(*args: Any, **kwargs: Any) -> Any:
+            locked.append(True)
+            return append_and_commit(*args, **kwargs)
+
+        shared.pg.append_and_commit = noting
+        assert 4 == a.put_text("second from a", key="a2")["commit_seq"]
+        assert ([3, 1] if tries == 2 else [2, 1], [] if tries == 2 else [True]) == (shared.guesses, locked)
+        seqs = [r[0] for r in a.service.engine.conn.execute("SELECT commit_seq FROM events ORDER BY commit_seq")]
+        assert [1, 2, 3, 4] == seqs
+        assert 4 == len(a.ok("search", {"query": "from"})["result"]["hits"])
+        assert a.ok("verify", {})["result"]["ok"] and b.ok("verify", {})["result"]["ok"]
+
     def test_a_retry_landing_on_a_host_that_has_not_seen_the_original_replays_it(
             self, shared_url: str, open_host: Any) -> None:
         """B puts under a key; the same request retried on A (behind) returns B's result, not a new
