@@ -28,8 +28,11 @@ caught-up host, where a retry replays its original result), and its rows, doorbe
 in one round trip. Other hosts' events before it are read after the lock, stored and projected
 first, then its own. On a host whose last write found nobody else writing, the put guesses the
 head instead of locking (one statement); the host stores and projects its event while PostgreSQL
-runs and commits that statement, and learns the outcome before its local commit (a wrong guess
-wrote nothing: the put is decided again, locked).
+runs and commits that statement, and learns the outcome before its local commit. A wrong guess
+wrote nothing and reported the head: the put is decided again and, with the host's next few puts,
+sends the same statement on the head last seen and waits for it (a miss reports the head again),
+so the append lock is held only inside that statement; only after ``KNOWN_HEAD_TRIES`` misses
+does a put lock first.
 Pages of other hosts' events are applied as a batch (``prefetching_sink``: their blobs and purges
 in one round trip; the engine's sink indexes and embeds a page once).
 
