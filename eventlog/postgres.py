@@ -121,7 +121,7 @@ def _append_on_guess_statement(events: int, blobs: int) -> tuple[str, tuple[int,
         "appended AS (INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
         "idempotency_key, request_digest, data, prev_hash, hash) "
         f"SELECT r.* FROM (VALUES {event_rows}) AS r, head, bell RETURNING clock_timestamp() AS done) "
-        "SELECT w.written, n.seq, n.noops, n.checkpoints, n.hash, "
+        "SELECT w.written, n.seq, n.noops, n.checkpoints, encode(n.hash, 'hex'), "
         "extract(epoch FROM (SELECT max(done) FROM appended) - (SELECT locked_at FROM head)) "
         "FROM (SELECT EXISTS (SELECT FROM head) AS written) AS w, LATERAL memoree_head_now(w.written) AS n"
     )
@@ -129,11 +129,12 @@ def _append_on_guess_statement(events: int, blobs: int) -> tuple[str, tuple[int,
 
 
 def _outcome(results: list[Any]) -> tuple[bool, SharedCounters, float]:
-    """What the one-statement append's row says (text format): whether it wrote, the head its
-    snapshot saw, and the seconds it held the head row's lock before its last row went in."""
+    """What the one-statement append's row says (text format; the hash as hex text, whatever the
+    server's ``bytea_output``): whether it wrote, the head its snapshot saw, and the seconds it
+    held the head row's lock before its last row went in."""
     result = next(r for r in results if r.status == pq.ExecStatus.TUPLES_OK)
     written, seq, noops, checkpoints, digest, held = (result.get_value(0, column) for column in range(6))
-    head = _counters((int(seq), int(noops), int(checkpoints), bytes.fromhex(digest.decode()[2:])))
+    head = _counters((int(seq), int(noops), int(checkpoints), bytes.fromhex(digest.decode())))
     return written == b"t", head, float(held) if held is not None else 0.0
 
 

@@ -243,8 +243,8 @@ class TestPostgresSpecifics:
         store.close()
 
     def test_a_missed_guess_reports_the_head_it_saw_and_a_right_one_its_lock_hold(self, pg_url: str) -> None:
-        """A wrong guess in one statement reports the shared head (position, hash, counts), so
-        the next try can append on it; that try commits and says, by PostgreSQL's clock, how
+        """A wrong guess in one statement reports the shared head (position, hash, counts, under
+        any ``bytea_output``), so the next try can append on it; that try commits and says, by PostgreSQL's clock, how
         long it held the head row's lock (a fraction of its round trip)."""
         import time
 
@@ -253,6 +253,7 @@ class TestPostgresSpecifics:
         store, other = PostgresEventStore(pg_url), PostgresEventStore(pg_url)
         first = append_one(other, new_event("k", 1, 0))
         second = append_one(other, new_event("k", 2, 1))
+        store.conn.execute("SET bytea_output = 'escape'")  # the report reads the same either way
         store.begin_unlocked()
         with pytest.raises(HeadMoved) as missed:
             store.append_on_guess([new_event("m", 1, 0)], SharedCounters(first.commit_seq, 0, 0, first.hash))
