@@ -71,6 +71,16 @@ CREATE OR REPLACE TRIGGER idempotency_noops_immutable BEFORE UPDATE OR DELETE ON
     FOR EACH ROW EXECUTE FUNCTION memoree_refuse_change();
 CREATE OR REPLACE TRIGGER checkpoints_immutable BEFORE UPDATE OR DELETE ON checkpoints
     FOR EACH ROW EXECUTE FUNCTION memoree_refuse_change();
+-- The head row as a fresh snapshot sees it (a VOLATILE function's query takes its own): called
+-- after a one-statement append's guarded move, it reports a head another session committed while
+-- that move waited for the row, which the statement's own snapshot, taken before, cannot see.
+CREATE OR REPLACE FUNCTION memoree_head_now(after_move boolean)
+    RETURNS TABLE (seq bigint, noops bigint, checkpoints bigint, hash bytea)
+    LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN QUERY SELECT h.seq, h.noops, h.checkpoints, h.hash FROM log_head h WHERE h.singleton;
+END
+$$;
 CREATE TABLE IF NOT EXISTS log_meta (
     key   text PRIMARY KEY,
     value text NOT NULL

@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 NOTIFY_CHANNEL = "memoree_log"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: memoree_head_now
 LOCK_TIMEOUT_S = 30
 _SCHEMA_LOCK_ID = 0x6D656D6F72656501  # an advisory lock that serializes schema creation
 
@@ -93,32 +93,49 @@ _EVENT_TYPES = (_INT8, _TEXT, _TEXT, _TEXT, _INT8, _TEXT, _TEXT, _TEXT, _BYTEA, 
 
 
 def _append_on_guess_statement(events: int, blobs: int) -> tuple[str, tuple[int, ...]]:
-    """A whole lone write in one statement (``PostgresEventStore.append_on_guess``): its blobs,
-    the head's move guarded by the guessed counters (a wrong guess sets seq to -1, whose CHECK
-    fails the statement: nothing is written), its rows and the doorbell; and its parameters'
-    types. Rows are VALUES lists of scalar parameters, numbered in the order they are sent."""
-    types = _BLOB_TYPES * blobs + _GUARD_TYPES + _EVENT_TYPES * events
+    """A whole lone write in one statement (``PostgresEventStore.append_on_guess``): the head's
+    move, guarded by the guessed counters, then (only when it moved) its blobs, its rows and the
+    doorbell; and its parameters' types. A wrong guess matches no head row, so nothing is written
+    and the transaction stays read-only (no WAL flush). The one row it returns says whether it
+    wrote, the head as a snapshot taken after the move saw it (``memoree_head_now``: a head
+    committed while the move waited for the row included; what the next guess can use) and, from
+    PostgreSQL's clock, how long the head row was locked before the last row went in. Rows are
+    VALUES lists of scalar parameters, numbered in the order they are sent."""
+    types = _GUARD_TYPES + _BLOB_TYPES * blobs + _EVENT_TYPES * events
     numbers = iter(range(1, 1 + len(types)))
 
     def row(types: tuple[int, ...]) -> str:
         return "(" + ", ".join(f"${next(numbers)}" for _ in types) + ")"
 
-    blob_rows = ", ".join(row(_BLOB_TYPES) for _ in range(blobs))
-    writes_blobs = (f"blob AS (INSERT INTO blobs (hash, size, data) VALUES {blob_rows} "
-                    "ON CONFLICT (hash) DO NOTHING), ") if blobs else ""
     seq, digest, noops, checkpoints, to_seq, to_digest = (f"${next(numbers)}" for _ in _GUARD_TYPES)
+    blob_rows = ", ".join(row(_BLOB_TYPES) for _ in range(blobs))
+    writes_blobs = (f"blob AS (INSERT INTO blobs (hash, size, data) SELECT b.* FROM (VALUES {blob_rows}) "
+                    "AS b, head ON CONFLICT (hash) DO NOTHING), ") if blobs else ""
     event_rows = ", ".join(row(_EVENT_TYPES) for _ in range(events))
     sql = (
-        f"WITH {writes_blobs}"
-        f"head AS (UPDATE log_head SET seq = CASE WHEN seq = {seq} AND hash = {digest} "
-        f"AND noops = {noops} AND checkpoints = {checkpoints} THEN {to_seq} ELSE -1 END, "
-        f"hash = {to_digest} WHERE singleton RETURNING seq), "
-        f"bell AS (SELECT pg_notify('{NOTIFY_CHANNEL}', '') FROM head) "
-        "INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
+        f"WITH head AS (UPDATE log_head SET seq = {to_seq}, hash = {to_digest} WHERE singleton "
+        f"AND seq = {seq} AND hash = {digest} AND noops = {noops} AND checkpoints = {checkpoints} "
+        "RETURNING clock_timestamp() AS locked_at), "
+        f"{writes_blobs}"
+        f"bell AS (SELECT pg_notify('{NOTIFY_CHANNEL}', '') FROM head), "
+        "appended AS (INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
         "idempotency_key, request_digest, data, prev_hash, hash) "
-        f"SELECT r.* FROM (VALUES {event_rows}) AS r, head, bell"
+        f"SELECT r.* FROM (VALUES {event_rows}) AS r, head, bell RETURNING clock_timestamp() AS done) "
+        "SELECT w.written, n.seq, n.noops, n.checkpoints, encode(n.hash, 'hex'), "
+        "extract(epoch FROM (SELECT max(done) FROM appended) - (SELECT locked_at FROM head)) "
+        "FROM (SELECT EXISTS (SELECT FROM head) AS written) AS w, LATERAL memoree_head_now(w.written) AS n"
     )
     return sql, types
+
+
+def _outcome(results: list[Any]) -> tuple[bool, SharedCounters, float]:
+    """What the one-statement append's row says (text format; the hash as hex text, whatever the
+    server's ``bytea_output``): whether it wrote, the head its snapshot saw, and the seconds it
+    held the head row's lock before its last row went in."""
+    result = next(r for r in results if r.status == pq.ExecStatus.TUPLES_OK)
+    written, seq, noops, checkpoints, digest, held = (result.get_value(0, column) for column in range(6))
+    head = _counters((int(seq), int(noops), int(checkpoints), bytes.fromhex(digest.decode())))
+    return written == b"t", head, float(held) if held is not None else 0.0
 
 
 def _wire(value: Any, oid: int) -> bytes | None:
@@ -161,7 +178,12 @@ class _InFlight(NamedTuple):
 
 
 class HeadMoved(Exception):
-    """An append on a guessed head found another one (``append_on_guess``): nothing was written."""
+    """An append on a guessed head found another one (``append_on_guess``): nothing was written.
+    ``current``: the head as that attempt saw it, when it could tell (a guess for the next one)."""
+
+    def __init__(self, message: str, current: SharedCounters | None = None) -> None:
+        super().__init__(message)
+        self.current = current
 
 
 class SharedPage(NamedTuple):
@@ -279,6 +301,9 @@ class PostgresEventStore:
         # and a failure found while another use of the connection settled it.
         self._in_flight: _InFlight | None = None
         self._unsettled: Exception | None = None
+        # Seconds the last one-statement append held the head row's lock, by PostgreSQL's clock
+        # (from the lock to its last row; the commit's WAL flush, still under it, comes after).
+        self.last_hold_s = 0.0
         ensure_schema(self.conn)
 
     # ------------------------------------------------------------------ transactions
@@ -556,9 +581,9 @@ class PostgresEventStore:
             seq += 1
             recorded.append(_record(event, seq, prev))
             prev = recorded[-1].hash
-        params: list[Any] = [value for row in blobs for value in row]
-        params += [guess.seq, guess.hash, guess.noops, guess.checkpoints, recorded[-1].commit_seq,
-                   recorded[-1].hash]
+        params: list[Any] = [guess.seq, guess.hash, guess.noops, guess.checkpoints,
+                             recorded[-1].commit_seq, recorded[-1].hash]
+        params += [value for row in blobs for value in row]
         for r in recorded:
             params += [r.commit_seq, r.event_id, r.type, r.stream_id, r.stream_version, r.at,
                        r.idempotency_key, r.request_digest, r.data, r.prev_hash, r.hash]
@@ -567,7 +592,7 @@ class PostgresEventStore:
             shape, _append_on_guess_statement(*shape))
         self._pending = []
         self._depth, self._appended = 0, False
-        sending = _InFlight(list(events), f"memoree_guess_{shape[0]}_{shape[1]}", *statement, params)
+        sending = _InFlight(list(events), f"memoree_append_{shape[0]}_{shape[1]}", *statement, params)
         self._reconnect_if_broken()  # nothing of this transaction reached the server yet
         try:
             self._send_prepared(sending)
@@ -604,22 +629,25 @@ class PostgresEventStore:
         if statement is None:
             return
         try:
-            failed = self._failure_of(self._results())
+            results = self._results()
+            failed = self._failure_of(results)
             if isinstance(failed, pg_errors.InvalidSqlStatementName):
                 # psycopg deallocates every prepared statement of the session after a ROLLBACK
                 # (its own cache's rule): the statement ran nowhere; prepare it again and resend.
                 self._prepared.clear()
                 self._send_prepared(statement)
-                failed = self._failure_of(self._results())
+                results = self._results()
+                failed = self._failure_of(results)
         except psycopg.Error as exc:
             raise self._commit_failure(exc) from exc
-        if isinstance(failed, pg_errors.CheckViolation):
-            raise HeadMoved("the shared head moved since the guess; nothing was written") \
-                from failed
         if isinstance(failed, pg_errors.UniqueViolation):
             raise _append_conflict(failed, _conflicting(failed, statement.events)) from failed
         if failed is not None:
             raise self._commit_failure(failed) from failed
+        written, seen, held = _outcome(results)
+        if not written:
+            raise HeadMoved("the shared head moved since the guess; nothing was written", seen)
+        self.last_hold_s = held
 
     def _failure_of(self, results: list[Any]) -> Exception | None:
         """The error the first failed result reports, as psycopg would raise it."""

@@ -28,8 +28,11 @@ caught-up host, where a retry replays its original result), and its rows, doorbe
 in one round trip. Other hosts' events before it are read after the lock, stored and projected
 first, then its own. On a host whose last write found nobody else writing, the put guesses the
 head instead of locking (one statement); the host stores and projects its event while PostgreSQL
-runs and commits that statement, and learns the outcome before its local commit (a wrong guess
-wrote nothing: the put is decided again, locked).
+runs and commits that statement, and learns the outcome before its local commit. A wrong guess
+wrote nothing and reported the head: the put is decided again and, with the host's next few puts,
+sends the same statement on the head last seen and waits for it (a miss reports the head again),
+so the append lock is held only inside that statement; only after ``KNOWN_HEAD_TRIES`` misses
+does a put lock first.
 Pages of other hosts' events are applied as a batch (``prefetching_sink``: their blobs and purges
 in one round trip; the engine's sink indexes and embeds a page once).
 
@@ -102,6 +105,10 @@ INDEPENDENT_CREATIONS = frozenset({"artifact.created", "claim.asserted"})
 # to the next write (see ``Follower.writing``).
 WRITING_S = 0.1
 GUESS_BACKOFF_MAX = 64
+# A lone creation while other hosts write tries the one-statement append on the head last seen
+# this many times (each miss reports the head again, writes nothing and flushes no WAL) before
+# it takes the append lock first.
+KNOWN_HEAD_TRIES = 4
 # At most this many of other hosts' events are read in a lone put's append round trip (under the
 # lock, ahead of the append); a longer backlog is read after the commit, page by page. 0: reading
 # under the lock lengthened every hold and measured slower with two hosts (quiet machine: 279 /s
@@ -139,6 +146,9 @@ class SharedLog:
         # GUESS_BACKOFF_MAX of them (``_guess_skip`` left), doubling at each miss in a row.
         self._guess_skip = self._guess_backoff = 0
         self._guess_sent_at: float | None = None  # when this transaction's guessed append went
+        # The shared head as a missed one-statement append saw it (ahead of the replica): where
+        # the next such append tries (``_append_on_known_head``).
+        self._known_head: SharedCounters | None = None
         self.guesses = [0, 0]  # lone creations appended on a guessed head: tried, missed
         self.last_write = 0.0  # monotonic time of this host's last committed write
         self.lock_holds: deque[float] = deque(maxlen=100_000)  # seconds per write transaction
@@ -418,10 +428,11 @@ class SharedLog:
         if lone and self._locked_depth is None:
             if self._guess_skip:
                 self._guess_skip -= 1
+                recorded = self._append_on_known_head(events)
             else:
                 recorded = self._append_on_guess(events)
-                if recorded is not None:
-                    return recorded
+            if recorded is not None:
+                return recorded
         head, behind_from = self._lock_for_write(events, lone=lone)
         started = time.perf_counter()
         try:
@@ -473,16 +484,70 @@ class SharedLog:
             recorded = self.pg.append_on_guess(
                 events, SharedCounters(local.commit_seq, noops, checkpoints, local.hash),
                 wait=False)
-        except HeadMoved:  # another host is writing: lock first for a while, longer at each miss
-            self._missed_guess()
+        except HeadMoved as moved:  # another host is writing: for a while, longer at each miss,
+            self._missed_guess(moved)  # append on the head last seen, waiting for the outcome
             return None
         self._guess_sent_at = started
         store_replica(self.conn, recorded)
         self._shared_head = LogHead(recorded[-1].commit_seq, recorded[-1].hash)
         return recorded
 
-    def _missed_guess(self) -> None:
-        """Another host is writing: the next writes lock first, more at each miss in a row."""
+    def _append_on_known_head(self, events: Sequence[NewEvent]) -> list[RecordedEvent] | None:
+        """A lone creation while other hosts write: the same one statement, on the head this host
+        last saw (its replica's, or the one a missed guess reported when that is further on),
+        waiting for the outcome; a miss reports the head again and the next try uses it, up to
+        ``KNOWN_HEAD_TRIES``. Other hosts' events before it are then taken in, in order, and
+        only then its own. The append lock is held inside that one statement alone. None (the
+        caller locks) when the tries ran out or another host recorded a no-op this host lacks."""
+        local = replica_head(self.conn)
+        noops, checkpoints = local_counts(self.conn)
+        known = self._known_head
+        if known is None or known.seq <= local.commit_seq:
+            known = SharedCounters(local.commit_seq, noops, checkpoints, local.hash)
+        for attempt in range(KNOWN_HEAD_TRIES):
+            if known.noops != noops:
+                return None
+            self.guesses[0] += 1
+            try:
+                recorded = self.pg.append_on_guess(events, known)
+            except HeadMoved as moved:
+                self.guesses[1] += 1
+                if moved.current is None:
+                    return None
+                known = moved.current
+                continue
+            except (IdempotencyConflict, StreamVersionConflict) as exc:
+                if known.seq == local.commit_seq:
+                    raise
+                self._lock_first = True  # as on the locked path (see ``append``)
+                raise StaleDecision("another host appended this write's idempotency key or "
+                                    "stream; deciding again", details={"shared_seq": known.seq}) from exc
+            self._known_head = None
+            self._record_hold()
+            if attempt == 0 and known.seq == local.commit_seq:  # nobody else wrote: guess again
+                self._guess_skip = self._guess_backoff = 0
+            head = LogHead(known.seq, known.hash)
+            if known.seq > local.commit_seq:
+                self._take_in_through(head, local, None)
+            if known.checkpoints > checkpoints:  # other hosts sealed meanwhile
+                copy_side_records(self.pg, self.conn, known)
+                self._checkpoints_before = known.checkpoints
+            store_replica(self.conn, recorded)
+            self._shared_head = LogHead(recorded[-1].commit_seq, recorded[-1].hash)
+            return recorded
+        self._known_head = known
+        return None
+
+    def _record_hold(self) -> None:
+        """The append lock's hold in a one-statement append, by PostgreSQL's clock."""
+        self.lock_holds.append(self.pg.last_hold_s)
+        self.lock_commits.append(self.pg.last_hold_s)  # its commit is inside that statement
+
+    def _missed_guess(self, moved: HeadMoved | None = None) -> None:
+        """Another host is writing: the next writes append on the head last seen (``moved``
+        reports it), waiting for the outcome, more at each miss in a row."""
+        if moved is not None and moved.current is not None:
+            self._known_head = moved.current
         self.guesses[1] += 1
         self._guess_backoff = min(GUESS_BACKOFF_MAX, 2 * self._guess_backoff or 1)
         self._guess_skip = self._guess_backoff
@@ -497,17 +562,13 @@ class SharedLog:
         try:
             self.pg.settle()
         except HeadMoved as exc:
-            self._missed_guess()
-            self._guess_skip += 1  # the retry locks too, and is not one of the back-off's writes
+            self._missed_guess(exc)
+            self._guess_skip += 1  # the retry waits too, and is not one of the back-off's writes
             raise StaleDecision(
                 "the shared log moved on since this host's last write; deciding again",
                 details={"shared_seq": self._shared_head.commit_seq}) from exc
         self._guess_backoff = 0
-        # The lock is taken and let go inside that round trip; the host's own work overlapped it,
-        # so this is an upper bound of the hold.
-        held = time.perf_counter() - started
-        self.lock_holds.append(held)
-        self.lock_commits.append(held)
+        self._record_hold()
 
     def record_noop(self, key: str, request_digest: str, operation: str, commit_seq: int,
                     result_json: bytes, at: str) -> None:

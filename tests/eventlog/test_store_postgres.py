@@ -18,7 +18,7 @@ from memoree.errors import IdempotencyConflict, IntegrityError
 from memoree.eventlog.cas import digest_hex
 from memoree.eventlog.checkpoints import Checkpoint
 from memoree.eventlog.postgres import NOTIFY_CHANNEL, PostgresContentStore, PostgresEventStore, redact_url
-from memoree.eventlog.store import first_chain_break
+from memoree.eventlog.store import LogHead, first_chain_break
 from tests.contracts.event_store_contract import EventStoreContract, append_one, new_event
 from tests.pgsupport import fresh_database
 
@@ -241,6 +241,62 @@ class TestPostgresSpecifics:
         assert reader.contains(digest_hex(b"kept"), 4)
         assert first_chain_break(store.read_raw()) is None
         store.close()
+
+    def test_a_missed_guess_reports_the_head_it_saw_and_a_right_one_its_lock_hold(self, pg_url: str) -> None:
+        """A wrong guess in one statement reports the shared head (position, hash, counts, under
+        any ``bytea_output``), so the next try can append on it; that try commits and says, by PostgreSQL's clock, how
+        long it held the head row's lock (a fraction of its round trip)."""
+        import time
+
+        from memoree.eventlog.postgres import HeadMoved, SharedCounters
+
+        store, other = PostgresEventStore(pg_url), PostgresEventStore(pg_url)
+        first = append_one(other, new_event("k", 1, 0))
+        second = append_one(other, new_event("k", 2, 1))
+        store.conn.execute("SET bytea_output = 'escape'")  # the report reads the same either way
+        store.begin_unlocked()
+        with pytest.raises(HeadMoved) as missed:
+            store.append_on_guess([new_event("m", 1, 0)], SharedCounters(first.commit_seq, 0, 0, first.hash))
+        assert SharedCounters(2, 0, 0, second.hash) == missed.value.current
+        started = time.perf_counter()
+        mine = store.append_on_guess([new_event("m", 1, 0)], missed.value.current)[0]
+        round_trip = time.perf_counter() - started
+        assert (3, second.hash) == (mine.commit_seq, mine.prev_hash)
+        assert 0 < store.last_hold_s < round_trip
+        assert first_chain_break(store.read_raw()) is None
+        store.close()
+        other.close()
+
+    def test_a_missed_guess_that_waited_for_another_append_reports_the_head_that_one_made(
+            self, pg_url: str) -> None:
+        """A guess sent while another session's append holds the head row waits for it; once that
+        one commits, the miss reports the head it made (not the one before, which the statement's
+        own snapshot held), so the next try can land."""
+        import time
+
+        from memoree.eventlog.postgres import HeadMoved, SharedCounters
+
+        holder, guesser = PostgresEventStore(pg_url), PostgresEventStore(pg_url)
+        first = append_one(holder, new_event("h", 1, 0))
+        locked = holder.begin()
+        theirs = holder.append([new_event("h", 2, 1)], head=LogHead(locked.seq, locked.hash))[0]
+        missed: list[HeadMoved] = []
+
+        def guess() -> None:
+            guesser.begin_unlocked()
+            try:
+                guesser.append_on_guess([new_event("m", 1, 0)], SharedCounters(1, 0, 0, first.hash))
+            except HeadMoved as exc:
+                missed.append(exc)
+
+        waiting = threading.Thread(target=guess)
+        waiting.start()
+        time.sleep(0.3)  # the guess is waiting for the head row
+        holder.commit()
+        waiting.join(10)
+        assert [SharedCounters(2, 0, 0, theirs.hash)] == [m.current for m in missed]
+        holder.close()
+        guesser.close()
 
     def test_a_guessed_append_sent_without_waiting_settles_before_the_connection_is_used_again(
             self, pg_url: str) -> None:

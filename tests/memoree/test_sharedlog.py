@@ -227,9 +227,8 @@ class TestPutsDecideOnTheirInput:
     def test_a_put_on_a_host_behind_lands_after_the_others_and_the_host_holds_them(
             self, shared_url: str, open_host: Any, backlog: int) -> None:
         """A, some events behind, puts without catching up first: its event follows them, and A's
-        replica and projections then hold them all, in order, and verify against a replay. A
-        short backlog comes in the put's own append round trip (a read of committed rows); a
-        longer one is read once the put has committed and let go of the lock."""
+        replica and projections then hold them all, in order, and verify against a replay. The
+        backlog is read once the put has committed and let go of the lock."""
         a, b = open_host("a"), open_host("b")
         self.behind(a)
         for i in range(backlog):
@@ -252,10 +251,9 @@ class TestPutsDecideOnTheirInput:
         mine = a.ok("artifact.put", {"kind": "note", "title": "a", "content": {"type": "text", "data": "lantern from a"}},
                     key="a0")
         assert backlog + 1 == mine["commit_seq"]
-        if backlog <= LOCKED_READ_MAX:
-            assert [((0, backlog), list(range(1, backlog + 1)))] == appends and [] == reads
-        else:
-            assert [(None, [])] == appends and [False] == reads
+        # The guess on A's own head missed and reported B's; the retry appended on that head in
+        # one statement (no lock taken first), then read B's events
+        assert [] == appends and [False] == reads
         seqs = [r[0] for r in a.service.engine.conn.execute("SELECT commit_seq FROM events ORDER BY commit_seq")]
         assert list(range(1, backlog + 2)) == seqs
         assert backlog + 1 == len(a.ok("search", {"query": "lantern", "limit": 50})["result"]["hits"])
@@ -264,8 +262,9 @@ class TestPutsDecideOnTheirInput:
     def test_a_put_guesses_the_head_while_nobody_else_writes_and_backs_off_after_a_miss(
             self, shared_url: str, open_host: Any) -> None:
         """A current host's put appends on its replica's head in one go; after B wrote, A's guess
-        misses, writes nothing, and the put lands locked after B's event; the next put locks first,
-        the one after guesses again; the log stays dense and every host verifies."""
+        misses, writes nothing and reports B's head, and the put lands on that head after B's
+        event; the next put also waits for its outcome (the back-off), the one after guesses
+        again; the log stays dense and every host verifies."""
         a, b = open_host("a"), open_host("b")
         self.behind(a)
         shared = a.service.engine.shared
@@ -273,13 +272,43 @@ class TestPutsDecideOnTheirInput:
         assert [1, 0] == shared.guesses
         b.put_text("from b", key="b1")
         assert 3 == a.put_text("second from a", key="a2")["commit_seq"]
-        assert ([2, 1], 1) == (shared.guesses, shared._guess_skip)
-        assert 4 == a.put_text("third from a", key="a3")["commit_seq"]  # locked: the back-off
+        assert ([3, 1], 1) == (shared.guesses, shared._guess_skip)
+        assert 4 == a.put_text("third from a", key="a3")["commit_seq"]  # waited: the back-off
         assert 5 == a.put_text("fourth from a", key="a4")["commit_seq"]
-        assert [3, 1] == shared.guesses
+        assert ([5, 1], 0) == (shared.guesses, shared._guess_skip)
         seqs = [r[0] for r in a.service.engine.conn.execute("SELECT commit_seq FROM events ORDER BY commit_seq")]
         assert [1, 2, 3, 4, 5] == seqs
         assert 5 == len(a.ok("search", {"query": "from"})["result"]["hits"])
+        assert a.ok("verify", {})["result"]["ok"] and b.ok("verify", {})["result"]["ok"]
+
+    @pytest.mark.parametrize("tries", [2, 1])
+    def test_a_put_while_another_host_writes_appends_on_the_head_its_miss_saw_or_locks(
+            self, shared_url: str, open_host: Any, tries: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        """In the back-off, A's put tries its own head, misses (B wrote twice), and appends on the
+        head that miss reported, in one statement; with no try left it takes the lock first
+        instead. Either way it lands after B's events, which A holds, and every host verifies."""
+        from memoree.eventlog import shared as shared_module
+
+        monkeypatch.setattr(shared_module, "KNOWN_HEAD_TRIES", tries)
+        a, b = open_host("a"), open_host("b")
+        self.behind(a)
+        a.put_text("first from a", key="a1")
+        b.put_text("one from b", key="b1")
+        b.put_text("two from b", key="b2")
+        shared = a.service.engine.shared
+        shared._guess_skip = 1
+        locked, append_and_commit = [], shared.pg.append_and_commit
+
+        def noting(*args: Any, **kwargs: Any) -> Any:
+            locked.append(True)
+            return append_and_commit(*args, **kwargs)
+
+        shared.pg.append_and_commit = noting
+        assert 4 == a.put_text("second from a", key="a2")["commit_seq"]
+        assert ([3, 1] if tries == 2 else [2, 1], [] if tries == 2 else [True]) == (shared.guesses, locked)
+        seqs = [r[0] for r in a.service.engine.conn.execute("SELECT commit_seq FROM events ORDER BY commit_seq")]
+        assert [1, 2, 3, 4] == seqs
+        assert 4 == len(a.ok("search", {"query": "from"})["result"]["hits"])
         assert a.ok("verify", {})["result"]["ok"] and b.ok("verify", {})["result"]["ok"]
 
     def test_a_retry_landing_on_a_host_that_has_not_seen_the_original_replays_it(
@@ -315,18 +344,22 @@ class TestPutsDecideOnTheirInput:
                      key="noop-key")
         assert "IDEMPOTENCY_CONFLICT" == conflict["error"]["code"], conflict
 
-    @pytest.mark.parametrize("path", ["append_on_guess", "append_and_commit"])
+    @pytest.mark.parametrize(("path", "skip", "tries"), [
+        ("append_on_guess", 0, 4), ("append_on_guess", 1, 4), ("append_and_commit", 1, 0)])
     def test_a_put_whose_shared_commit_fails_leaves_nothing_behind_on_the_host(
-            self, shared_url: str, open_host: Any, path: str) -> None:
-        """The append that commits a lone put fails (on a guessed head, or on the locked one): the
-        put answers a retryable error, the host's replica and search hold nothing of it, and the
-        retry commits."""
+            self, shared_url: str, open_host: Any, path: str, skip: int, tries: int,
+            monkeypatch: pytest.MonkeyPatch) -> None:
+        """The append that commits a lone put fails (on a guessed head sent without waiting, on
+        the head last seen while waiting, or on the locked one): the put answers a retryable
+        error, the host's replica and search hold nothing of it, and the retry commits."""
         from memoree.errors import InternalError
+        from memoree.eventlog import shared as shared_module
 
+        monkeypatch.setattr(shared_module, "KNOWN_HEAD_TRIES", tries)
         a = open_host("a")
         a.put_text("before", key="p0")
         shared = a.service.engine.shared
-        shared._guess_skip = 0 if path == "append_on_guess" else 1
+        shared._guess_skip = skip
         append = getattr(shared.pg, path)
 
         def lose_the_connection(*args: Any, **kwargs: Any) -> None:
