@@ -16,14 +16,9 @@ for a running read to end or the writes to be answered, for at most ``MEMOREE_RE
 (default 100 ms; 0 turns the rule off) after it arrived, then goes regardless. Reads are never starved and never
 interrupted; the daemon counts each request it routes to the writer (``Daemon.submit``).
 
-**The reader that answered last takes the next request** (``Handoff``): idle relays wait in a
-stack, and a relay is idle again just before its answer goes out, so a sequential client's
-requests go to one reader, whose caches (the query's embedding,
-its SQLite pages, the in-memory vectors brought up to the log) are warm for it, instead of going
-round the readers and warming each in turn; concurrent requests still spread over every idle
-reader. A request that finds every reader busy waits in arrival order. Its relay thread writes
-it down that reader's socketpair and waits (GIL released) for the answer, which goes back to the
-listener like any other once every commit it could have seen is synced (``settle``: a syncer thread syncs the
+Requests wait in one queue; one relay thread per reader takes the next, writes it down that
+reader's socketpair and waits (GIL released) for the answer, which goes back to the listener like
+any other once every commit it could have seen is synced (``settle``: a syncer thread syncs the
 writer's commits, ``memoree.daemon.durability``, so a snapshot may be one sync ahead of the
 disk). Each reader answers one request at a time, in order, so every request gets exactly
 one answer. Admission stays in the listener: a reader never sees a client.
@@ -37,11 +32,10 @@ one answer. Admission stays in the listener: a reader never sees a client.
   (``kill -9``) closes the life pipe as well: no reader outlives its daemon.
 
 **The GIL changes hands sooner** (``GIL_SWITCH_S``, 1 ms instead of Python's 5 ms) in a daemon
-that starts readers: with the readers filling the cores, the daemon's threads (the I/O loop
-taking the next put, the syncer answering the last, the relays) each waited up to the switch
-interval for the GIL behind another thread's Python, and the writer's put with them. Measured
-with ``python -m tools.bench.reads``: a writer's rate beside 3 readers rose from 0.39-0.51x to
-0.52-0.71x of its rate alone in the same runs (README, "Reads beside writes").
+that starts readers: with the readers filling the cores, each of the daemon's threads that wakes
+from a system call (the I/O loop taking the next put, the syncer answering the last, the relays)
+waited up to the switch interval for the GIL behind another thread's Python, and the writer's put
+with them (measured with ``python -m tools.bench.reads``; README, "Reads beside writes").
 
 With a shared PostgreSQL log every op stays on the writer (the daemon starts no pool).
 """
@@ -56,15 +50,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from memoree import limits
 
-__all__ = ["GIL_SWITCH_S", "POOLED_OPS", "READ_PROCESSES", "WRITE_LINGER_S", "Handoff", "ReaderPool", "WritesFirst",
-           "read_processes",
+__all__ = ["GIL_SWITCH_S", "POOLED_OPS", "READ_PROCESSES", "WRITE_LINGER_S", "ReaderPool", "WritesFirst", "read_processes",
            "reader_nice", "reads_yield_s"]
 
 READ_PROCESSES = limits.MAX_CONCURRENT_CONNECTIONS - 1  # 3 readers + 1 writer
@@ -206,38 +198,6 @@ class WritesFirst:
             self.changed.notify_all()
 
 
-Pending = tuple[bytes, Future[bytes], float]  # a request, its answer to come, when it arrived (monotonic)
-
-
-class Handoff:
-    """Requests to relays, the most recently idle relay first (last in, first out), so the reader
-    that answered last (the warmest, for a client that sends one request after another) takes
-    the next; a request that finds none idle waits, in arrival order, for the next relay ready."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.waiting: deque[Pending | None] = deque()  # requests no idle relay has taken yet
-        self.idle: list[queue.SimpleQueue[Pending | None]] = []  # idle relays' mailboxes, the latest last
-
-    def put(self, item: Pending | None) -> None:
-        with self.lock:
-            if not self.idle:
-                self.waiting.append(item)
-                return
-            mailbox = self.idle.pop()
-        mailbox.put(item)
-
-    def ready(self, mailbox: queue.SimpleQueue[Pending | None]) -> None:
-        """The relay whose mailbox is ``mailbox`` takes its next request from it: the longest
-        waiting request now, else the next one put while it is the latest idle relay."""
-        with self.lock:
-            if not self.waiting:
-                self.idle.append(mailbox)
-                return
-            item = self.waiting.popleft()
-        mailbox.put(item)
-
-
 def _usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -272,7 +232,7 @@ class ReaderPool:
         self.count = processes
         self.nice = nice
         self.writes = WritesFirst(yield_s)  # the daemon tracks what it routes to the writer here
-        self.inbox = Handoff()
+        self.inbox: queue.Queue[tuple[bytes, Future[bytes], float] | None] = queue.Queue()
         self.slots = [_Slot(n) for n in range(processes)]
         self.threads: list[threading.Thread] = []
         self.stopping = threading.Event()
@@ -311,12 +271,10 @@ class ReaderPool:
         from memoree.daemon.threadname import name_this_thread
 
         name_this_thread(f"memoree-relay-{slot.index}")
-        mailbox: queue.SimpleQueue[Pending | None] = queue.SimpleQueue()
         try:
             self._try_start(slot)  # at once, so the first reads find their readers ready
-            self.inbox.ready(mailbox)
             while True:
-                item = mailbox.get()
+                item = self.inbox.get()
                 if item is None:
                     return
                 raw, future, arrived = item
@@ -326,8 +284,6 @@ class ReaderPool:
                 finally:
                     self.writes.end_read()
                 self.settle()
-                # Idle again before the answer goes: its client's next request finds this reader.
-                self.inbox.ready(mailbox)
                 future.set_result(reply)
                 if slot.channel is None:
                     self._try_start(slot)  # after the answer, so its client does not wait for it
