@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.admin.test_locomo import write_dataset
 from tools.bench import locomo
 
@@ -20,3 +22,9 @@ class TestLocomoBenchSmoke:
     def test_benchmark_explains_a_missing_folder(self, tmp_path: Path) -> None:
         """Without the data folder the benchmark reports nothing and says why."""
         assert locomo.main(["--data", str(tmp_path / "absent")]) == []
+
+    def test_a_setting_reaches_the_daemon(self, tmp_path: Path) -> None:
+        """``--set`` starts the daemon with that setting: one it refuses stops the benchmark."""
+        with pytest.raises(RuntimeError, match="did not start"):
+            locomo.main(["--data", str(write_dataset(tmp_path / "dev")), "--questions", "1",
+                         "--set", "MEMOREE_READ_PROCESSES=9"])

@@ -1,6 +1,7 @@
 """Per-request latency on the LoCoMo dev store through a warm daemon, against raw FTS5 over turns.
 
-    python -m tools.bench.locomo [--data ../shared/eval/locomo-dev] [--only 26] [--questions N] [--quick]
+    python -m tools.bench.locomo [--data ../shared/eval/locomo-dev] [--only 26] [--questions N]
+                                 [--set MEMOREE_NAME=VALUE] [--quick]
 
 Loads the conversations the way ``memoree eval`` does (one project per conversation, one artifact
 per session, one claim per observation citing its turns; ``memoree.admin.locomo``) into a data
@@ -10,7 +11,9 @@ request as a client would, after a warm-up of 20 questions. The baseline, measur
 same questions, is the evaluation's raw FTS5 query: BM25 over one row per turn, top turns packed
 into 2,000 bytes (``TurnIndex.pack``). Rows are p50 and p99 in milliseconds; the ratio is
 ours/baseline. A last row, the daemon round trip of ``capabilities`` (socket, framing, dispatch),
-says how much of a request is transport. Skipped, with the reason, when the data folder is absent.
+says how much of a request is transport. ``--set`` passes a setting to the daemon (e.g.
+``MEMOREE_READ_PROCESSES=1``: how much a sequential client gains from finding the same warm
+reader). Skipped, with the reason, when the data folder is absent.
 """
 
 from __future__ import annotations
@@ -96,6 +99,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo-format folder")
     parser.add_argument("--only", action="append", default=[], help="only this conversation (repeatable)")
     parser.add_argument("--questions", type=int, default=None, help="the first N questions of each conversation")
+    parser.add_argument("--set", action="append", default=[], metavar="MEMOREE_NAME=VALUE",
+                        help="a setting for the daemon (repeatable)")
     parser.add_argument("--quick", action="store_true", help="one conversation, 10 questions (CI smoke)")
     args = parser.parse_args(argv)
     if not args.data.is_dir():
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         started = time.perf_counter()
         load_store(folder / "daemon-data", conversations)
         loaded = time.perf_counter() - started
-        proc, endpoint = start_daemon(folder)
+        proc, endpoint = start_daemon(folder, **dict(setting.split("=", 1) for setting in args.set))
         try:
             samples = measure(endpoint, asked, indexes)
         finally:

@@ -1,7 +1,7 @@
 """Reads beside writes through the daemon's reader pool: search throughput and a writer's rate.
 
     python -m tools.bench.reads [--store 3000] [--seconds 5] [--puts 150] [--rounds 3]
-                                [--reader-nice N|idle] [--reads-yield MS] [--quick]
+                                [--reader-nice N|idle] [--reads-yield MS] [--set NAME=VALUE] [--quick]
 
 The daemon's store holds ``--store`` varied 1 KiB texts (the daemon benchmark's). Every client
 is its own process opening one connection per request. Rows, each measured in the same run:
@@ -243,9 +243,13 @@ def main(argv: list[str] | None = None) -> list[Row]:
                         help="MEMOREE_READER_NICE for the measured daemon: 0-19 or idle (default: unset, 0)")
     parser.add_argument("--reads-yield", default=None,
                         help="MEMOREE_READS_YIELD_MS for the measured daemon (default: unset, the daemon's)")
+    parser.add_argument("--set", action="append", default=[], metavar="MEMOREE_NAME=VALUE",
+                        help="another setting for the measured daemon (repeatable)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke run")
     args = parser.parse_args(argv)
-    settings = {} if args.reader_nice is None else {"MEMOREE_READER_NICE": str(args.reader_nice)}
+    settings = dict(setting.split("=", 1) for setting in args.set)
+    if args.reader_nice is not None:
+        settings["MEMOREE_READER_NICE"] = str(args.reader_nice)
     if args.reads_yield is not None:
         settings["MEMOREE_READS_YIELD_MS"] = str(args.reads_yield)
     if args.quick:
