@@ -308,6 +308,10 @@ class TestRecovery:
         from memoree.service.service import Service
 
         twin = Caller(Service(tmp_path / "restored"))
+        # One instant for both stores: recency counts whole seconds of age, so two reads that
+        # straddle a second (a loaded machine) would rank by different bonuses.
+        instant = engine.handler.clock()
+        engine.handler.clock = twin.service.engine.handler.clock = lambda: instant
         assert twin.ok("search", {"query": "evidence number"})["result"]["hits"]
         for op, payload in (("search", {"query": "evidence number"}), ("search", {"query": "claim"}),
                             ("memory.recall", {"query": "evidence number 4"}),
