@@ -90,6 +90,30 @@ class Client:
 
     def send(self, op: str, payload: dict[str, Any], *, context: dict[str, Any] | None = None,
              key: str | None = None) -> dict[str, Any]:
+        document = self._document(op, payload, context, key)
+        reply = self.service.handle_bytes(json.dumps(document).encode("utf-8"))
+        return json.loads(reply.body)
+
+    def ok(self, op: str, payload: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return _result(op, self.send(op, payload, **kwargs))
+
+    def ok_many(self, mutations: Sequence[tuple[str, dict[str, Any], dict[str, Any], str]]) -> list[dict[str, Any]]:
+        """Results of ``(op, payload, context, key)`` mutations sent in ``batch`` requests (one
+        transaction each, small puts written together), each answered as if it came alone."""
+        documents = [self._document(op, payload, context, key) for op, payload, context, key in mutations]
+        results: list[dict[str, Any]] = []
+        for start in range(0, len(documents), BATCH_REQUESTS):
+            part = documents[start:start + BATCH_REQUESTS]
+            self.count += 1
+            batch = {"v": 1, "request_id": f"req_eval_{self.count}", "op": "batch",
+                     "input": {"requests": part}}
+            envelope = json.loads(self.service.handle_bytes(json.dumps(batch).encode("utf-8")).body)
+            replies = _result("batch", envelope)["replies"]
+            results += [_result(document["op"], reply) for document, reply in zip(part, replies)]
+        return results
+
+    def _document(self, op: str, payload: dict[str, Any], context: dict[str, Any] | None,
+                  key: str | None) -> dict[str, Any]:
         self.count += 1
         document: dict[str, Any] = {"v": 1, "request_id": f"req_eval_{self.count}", "op": op,
                                     "input": payload}
@@ -98,14 +122,17 @@ class Client:
             document["context_source"] = "explicit"
         if key is not None:
             document["idempotency_key"] = key
-        reply = self.service.handle_bytes(json.dumps(document).encode("utf-8"))
-        return json.loads(reply.body)
+        return document
 
-    def ok(self, op: str, payload: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        envelope = self.send(op, payload, **kwargs)
-        if not envelope["ok"]:
-            raise CorpusError(f"{op} failed: {envelope['error']['code']}: {envelope['error']['message']}")
-        return envelope["result"]
+
+# Requests per ``batch``: a LoCoMo conversation's sessions fit one (~20 of a few KiB each).
+BATCH_REQUESTS = 250
+
+
+def _result(op: str, envelope: dict[str, Any]) -> dict[str, Any]:
+    if not envelope["ok"]:
+        raise CorpusError(f"{op} failed: {envelope['error']['code']}: {envelope['error']['message']}")
+    return envelope["result"]
 
 
 # ---------------------------------------------------------------------------------------------
