@@ -179,41 +179,57 @@ def _quote_span(text: str, quote: str, label: str) -> tuple[int, int]:
 
 
 def seed_store(client: Client, seeds: Sequence[dict[str, Any]]) -> Seeded:
+    """Send the seeds in order; each run of consecutive artifacts goes in one ``batch`` request
+    (a claim or relation cites what came before it, so it waits for the run before it)."""
     seeded = Seeded()
+    artifacts: list[tuple[int, dict[str, Any]]] = []
     for index, seed in enumerate(seeds):
-        label, context = seed["label"], seed["context"]
-        key = f"eval:{index}:{label}"
-        entity = seed["entity"]
-        if entity == "artifact":
-            text = _artifact_text(seed) if seed["content"]["type"] == "text" else None
-            content = {"type": "text", "data": text} if text is not None else seed["content"]
-            result = client.ok("artifact.put", {
-                "kind": seed["kind"], "title": seed["title"],
-                "media_type": seed.get("media_type", "text/plain; charset=utf-8"),
-                "content": content, "provenance": {"eval_label": label}, "actor": EVAL_ACTOR,
-            }, context=context, key=key)
-            seeded.record(label, "artifact", result["artifact_id"], _scope(context))
-            seeded.revisions[label] = result["revision_id"]
-            seeded.texts[label] = text or ""
-        elif entity == "claim":
-            payload = {"claim_type": seed["claim_type"], "statement": seed["statement"],
-                       "evidence": [_evidence(seeded, e, label) for e in seed.get("evidence", [])],
-                       "actor": EVAL_ACTOR}
-            for bound in ("valid_from", "valid_until"):
-                if seed.get(bound):
-                    payload[bound] = seed[bound]
-            result = client.ok("claim.assert", payload, context=context, key=key)
-            seeded.record(label, "claim", result["claim_id"], _scope(context))
-        elif entity == "relation":
-            source, target = seed["source_label"], seed["target_label"]
-            client.ok("relation.put", {
-                "source_type": seeded.kinds[source], "source_id": seeded.ids[source],
-                "relation": seed["relation"], "target_type": seeded.kinds[target],
-                "target_id": seeded.ids[target], "metadata": {"eval_label": label},
-            }, context=context, key=key)
-        else:
-            raise CorpusError(f"seed {label}: unknown entity {entity!r}")
+        if seed["entity"] == "artifact":
+            artifacts.append((index, seed))
+            continue
+        _seed_artifacts(client, seeded, artifacts)
+        artifacts = []
+        _seed_other(client, seeded, index, seed)
+    _seed_artifacts(client, seeded, artifacts)
     return seeded
+
+
+def _seed_artifacts(client: Client, seeded: Seeded, run: list[tuple[int, dict[str, Any]]]) -> None:
+    texts = [_artifact_text(seed) if seed["content"]["type"] == "text" else None for _, seed in run]
+    results = client.ok_many([("artifact.put", {
+        "kind": seed["kind"], "title": seed["title"],
+        "media_type": seed.get("media_type", "text/plain; charset=utf-8"),
+        "content": {"type": "text", "data": text} if text is not None else seed["content"],
+        "provenance": {"eval_label": seed["label"]}, "actor": EVAL_ACTOR,
+    }, seed["context"], f"eval:{index}:{seed['label']}") for (index, seed), text in zip(run, texts)])
+    for (_, seed), text, result in zip(run, texts, results):
+        label = seed["label"]
+        seeded.record(label, "artifact", result["artifact_id"], _scope(seed["context"]))
+        seeded.revisions[label] = result["revision_id"]
+        seeded.texts[label] = text or ""
+
+
+def _seed_other(client: Client, seeded: Seeded, index: int, seed: dict[str, Any]) -> None:
+    label, context, entity = seed["label"], seed["context"], seed["entity"]
+    key = f"eval:{index}:{label}"
+    if entity == "claim":
+        payload = {"claim_type": seed["claim_type"], "statement": seed["statement"],
+                   "evidence": [_evidence(seeded, e, label) for e in seed.get("evidence", [])],
+                   "actor": EVAL_ACTOR}
+        for bound in ("valid_from", "valid_until"):
+            if seed.get(bound):
+                payload[bound] = seed[bound]
+        result = client.ok("claim.assert", payload, context=context, key=key)
+        seeded.record(label, "claim", result["claim_id"], _scope(context))
+    elif entity == "relation":
+        source, target = seed["source_label"], seed["target_label"]
+        client.ok("relation.put", {
+            "source_type": seeded.kinds[source], "source_id": seeded.ids[source],
+            "relation": seed["relation"], "target_type": seeded.kinds[target],
+            "target_id": seeded.ids[target], "metadata": {"eval_label": label},
+        }, context=context, key=key)
+    else:
+        raise CorpusError(f"seed {label}: unknown entity {entity!r}")
 
 
 def _evidence(seeded: Seeded, evidence: dict[str, Any], label: str) -> dict[str, Any]:
