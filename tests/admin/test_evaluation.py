@@ -57,7 +57,7 @@ class TestCandidatesAreLeads:
 
 
 class OneByOneClient(Client):
-    """The seeding path before batching: each mutation its own request and transaction."""
+    """The loaders' path before batching: each mutation its own request and transaction."""
 
     def ok_many(self, mutations: Any) -> list[dict[str, Any]]:
         return [self.ok(op, payload, context=context, key=key) for op, payload, context, key in mutations]

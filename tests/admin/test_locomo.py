@@ -285,18 +285,12 @@ class TestRun:
         assert misplaced.exit_code == 2 and "apply to LoCoMo folders" in misplaced.output
 
 
-class OneByOneClient(Client):
-    """The loader's path before batching: each mutation its own request and transaction."""
-
-    def ok_many(self, mutations: Any) -> list[dict[str, Any]]:
-        return [self.ok(op, payload, context=context, key=key) for op, payload, context, key in mutations]
-
-
 class TestBatchedLoading:
     def test_a_batched_load_stores_and_answers_what_one_request_per_mutation_does(
             self, conversation_file: Path, tmp_path: Path) -> None:
         """Loading a conversation in batch requests leaves the same rows as one request per
         mutation (same clock and ids), and a search answers the same; loading it again changes nothing."""
+        from tests.admin.test_evaluation import OneByOneClient
         from tests.commands.test_bulk import open_store, tables
 
         stores = []
