@@ -14,21 +14,19 @@ reported, never gated. A stage a build lacks would be listed under ``skipped_sta
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from memoree.eventlog.events import Scope
-from memoree.eventlog.timefmt import format_instant
 from memoree.eventlog.scope import visible_at
 from memoree.admin.corpus import CorpusError, load_corpus
+from memoree.admin.eval_client import Client, SyntheticClock
 from memoree.admin.scoring import (
     DEFAULT_EPSILON,
     aggregate,
@@ -51,7 +49,6 @@ RECALL_CANDIDATES = 3
 SEARCH_LIMIT = 100
 POOL_LIMIT = 32
 PROBE_DEPTHS = (8, 5)
-CLOCK_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SKIPPED_STAGES: dict[str, str] = {}
 
 
@@ -64,75 +61,6 @@ class EvalOptions:
     case_ids: tuple[str, ...] = ()
     suite_timeout_ms: int = 600_000
     case_timeout_ms: int = 60_000
-
-
-# ---------------------------------------------------------------------------------------------
-# Talking to the store
-
-
-class SyntheticClock:
-    """A deterministic clock: a fixed start, one second later on every reading."""
-
-    def __init__(self) -> None:
-        self.ticks = 0
-
-    def __call__(self) -> str:
-        self.ticks += 1
-        return format_instant(CLOCK_START + timedelta(seconds=self.ticks))
-
-
-class Client:
-    """Sends JSON requests to an in-process service, the way `memoree call` would."""
-
-    def __init__(self, service: Service) -> None:
-        self.service = service
-        self.count = 0
-
-    def send(self, op: str, payload: dict[str, Any], *, context: dict[str, Any] | None = None,
-             key: str | None = None) -> dict[str, Any]:
-        document = self._document(op, payload, context, key)
-        reply = self.service.handle_bytes(json.dumps(document).encode("utf-8"))
-        return json.loads(reply.body)
-
-    def ok(self, op: str, payload: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return _result(op, self.send(op, payload, **kwargs))
-
-    def ok_many(self, mutations: Sequence[tuple[str, dict[str, Any], dict[str, Any], str]]) -> list[dict[str, Any]]:
-        """Results of ``(op, payload, context, key)`` mutations sent in ``batch`` requests (one
-        transaction each, small puts written together), each answered as if it came alone."""
-        documents = [self._document(op, payload, context, key) for op, payload, context, key in mutations]
-        results: list[dict[str, Any]] = []
-        for start in range(0, len(documents), BATCH_REQUESTS):
-            part = documents[start:start + BATCH_REQUESTS]
-            self.count += 1
-            batch = {"v": 1, "request_id": f"req_eval_{self.count}", "op": "batch",
-                     "input": {"requests": part}}
-            envelope = json.loads(self.service.handle_bytes(json.dumps(batch).encode("utf-8")).body)
-            replies = _result("batch", envelope)["replies"]
-            results += [_result(document["op"], reply) for document, reply in zip(part, replies)]
-        return results
-
-    def _document(self, op: str, payload: dict[str, Any], context: dict[str, Any] | None,
-                  key: str | None) -> dict[str, Any]:
-        self.count += 1
-        document: dict[str, Any] = {"v": 1, "request_id": f"req_eval_{self.count}", "op": op,
-                                    "input": payload}
-        if context is not None:
-            document["context"] = context
-            document["context_source"] = "explicit"
-        if key is not None:
-            document["idempotency_key"] = key
-        return document
-
-
-# Requests per ``batch``: a LoCoMo conversation's sessions fit one (~20 of a few KiB each).
-BATCH_REQUESTS = 250
-
-
-def _result(op: str, envelope: dict[str, Any]) -> dict[str, Any]:
-    if not envelope["ok"]:
-        raise CorpusError(f"{op} failed: {envelope['error']['code']}: {envelope['error']['message']}")
-    return envelope["result"]
 
 
 # ---------------------------------------------------------------------------------------------

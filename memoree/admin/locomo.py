@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from memoree.admin.evaluation import Client, CorpusError, SyntheticClock
+from memoree.admin.eval_client import Client, SyntheticClock
+from memoree.admin.evaluation import CorpusError
 from memoree.admin.locomo_data import (
     ACTOR,
     ADVERSARIAL,
