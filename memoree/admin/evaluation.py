@@ -14,21 +14,19 @@ reported, never gated. A stage a build lacks would be listed under ``skipped_sta
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from memoree.eventlog.events import Scope
-from memoree.eventlog.timefmt import format_instant
 from memoree.eventlog.scope import visible_at
 from memoree.admin.corpus import CorpusError, load_corpus
+from memoree.admin.eval_client import Client, SyntheticClock
 from memoree.admin.scoring import (
     DEFAULT_EPSILON,
     aggregate,
@@ -51,7 +49,6 @@ RECALL_CANDIDATES = 3
 SEARCH_LIMIT = 100
 POOL_LIMIT = 32
 PROBE_DEPTHS = (8, 5)
-CLOCK_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SKIPPED_STAGES: dict[str, str] = {}
 
 
@@ -64,48 +61,6 @@ class EvalOptions:
     case_ids: tuple[str, ...] = ()
     suite_timeout_ms: int = 600_000
     case_timeout_ms: int = 60_000
-
-
-# ---------------------------------------------------------------------------------------------
-# Talking to the store
-
-
-class SyntheticClock:
-    """A deterministic clock: a fixed start, one second later on every reading."""
-
-    def __init__(self) -> None:
-        self.ticks = 0
-
-    def __call__(self) -> str:
-        self.ticks += 1
-        return format_instant(CLOCK_START + timedelta(seconds=self.ticks))
-
-
-class Client:
-    """Sends JSON requests to an in-process service, the way `memoree call` would."""
-
-    def __init__(self, service: Service) -> None:
-        self.service = service
-        self.count = 0
-
-    def send(self, op: str, payload: dict[str, Any], *, context: dict[str, Any] | None = None,
-             key: str | None = None) -> dict[str, Any]:
-        self.count += 1
-        document: dict[str, Any] = {"v": 1, "request_id": f"req_eval_{self.count}", "op": op,
-                                    "input": payload}
-        if context is not None:
-            document["context"] = context
-            document["context_source"] = "explicit"
-        if key is not None:
-            document["idempotency_key"] = key
-        reply = self.service.handle_bytes(json.dumps(document).encode("utf-8"))
-        return json.loads(reply.body)
-
-    def ok(self, op: str, payload: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        envelope = self.send(op, payload, **kwargs)
-        if not envelope["ok"]:
-            raise CorpusError(f"{op} failed: {envelope['error']['code']}: {envelope['error']['message']}")
-        return envelope["result"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,41 +107,57 @@ def _quote_span(text: str, quote: str, label: str) -> tuple[int, int]:
 
 
 def seed_store(client: Client, seeds: Sequence[dict[str, Any]]) -> Seeded:
+    """Send the seeds in order; each run of consecutive artifacts goes in one ``batch`` request
+    (a claim or relation cites what came before it, so it waits for the run before it)."""
     seeded = Seeded()
+    artifacts: list[tuple[int, dict[str, Any]]] = []
     for index, seed in enumerate(seeds):
-        label, context = seed["label"], seed["context"]
-        key = f"eval:{index}:{label}"
-        entity = seed["entity"]
-        if entity == "artifact":
-            text = _artifact_text(seed) if seed["content"]["type"] == "text" else None
-            content = {"type": "text", "data": text} if text is not None else seed["content"]
-            result = client.ok("artifact.put", {
-                "kind": seed["kind"], "title": seed["title"],
-                "media_type": seed.get("media_type", "text/plain; charset=utf-8"),
-                "content": content, "provenance": {"eval_label": label}, "actor": EVAL_ACTOR,
-            }, context=context, key=key)
-            seeded.record(label, "artifact", result["artifact_id"], _scope(context))
-            seeded.revisions[label] = result["revision_id"]
-            seeded.texts[label] = text or ""
-        elif entity == "claim":
-            payload = {"claim_type": seed["claim_type"], "statement": seed["statement"],
-                       "evidence": [_evidence(seeded, e, label) for e in seed.get("evidence", [])],
-                       "actor": EVAL_ACTOR}
-            for bound in ("valid_from", "valid_until"):
-                if seed.get(bound):
-                    payload[bound] = seed[bound]
-            result = client.ok("claim.assert", payload, context=context, key=key)
-            seeded.record(label, "claim", result["claim_id"], _scope(context))
-        elif entity == "relation":
-            source, target = seed["source_label"], seed["target_label"]
-            client.ok("relation.put", {
-                "source_type": seeded.kinds[source], "source_id": seeded.ids[source],
-                "relation": seed["relation"], "target_type": seeded.kinds[target],
-                "target_id": seeded.ids[target], "metadata": {"eval_label": label},
-            }, context=context, key=key)
-        else:
-            raise CorpusError(f"seed {label}: unknown entity {entity!r}")
+        if seed["entity"] == "artifact":
+            artifacts.append((index, seed))
+            continue
+        _seed_artifacts(client, seeded, artifacts)
+        artifacts = []
+        _seed_other(client, seeded, index, seed)
+    _seed_artifacts(client, seeded, artifacts)
     return seeded
+
+
+def _seed_artifacts(client: Client, seeded: Seeded, run: list[tuple[int, dict[str, Any]]]) -> None:
+    texts = [_artifact_text(seed) if seed["content"]["type"] == "text" else None for _, seed in run]
+    results = client.ok_many([("artifact.put", {
+        "kind": seed["kind"], "title": seed["title"],
+        "media_type": seed.get("media_type", "text/plain; charset=utf-8"),
+        "content": {"type": "text", "data": text} if text is not None else seed["content"],
+        "provenance": {"eval_label": seed["label"]}, "actor": EVAL_ACTOR,
+    }, seed["context"], f"eval:{index}:{seed['label']}") for (index, seed), text in zip(run, texts)])
+    for (_, seed), text, result in zip(run, texts, results):
+        label = seed["label"]
+        seeded.record(label, "artifact", result["artifact_id"], _scope(seed["context"]))
+        seeded.revisions[label] = result["revision_id"]
+        seeded.texts[label] = text or ""
+
+
+def _seed_other(client: Client, seeded: Seeded, index: int, seed: dict[str, Any]) -> None:
+    label, context, entity = seed["label"], seed["context"], seed["entity"]
+    key = f"eval:{index}:{label}"
+    if entity == "claim":
+        payload = {"claim_type": seed["claim_type"], "statement": seed["statement"],
+                   "evidence": [_evidence(seeded, e, label) for e in seed.get("evidence", [])],
+                   "actor": EVAL_ACTOR}
+        for bound in ("valid_from", "valid_until"):
+            if seed.get(bound):
+                payload[bound] = seed[bound]
+        result = client.ok("claim.assert", payload, context=context, key=key)
+        seeded.record(label, "claim", result["claim_id"], _scope(context))
+    elif entity == "relation":
+        source, target = seed["source_label"], seed["target_label"]
+        client.ok("relation.put", {
+            "source_type": seeded.kinds[source], "source_id": seeded.ids[source],
+            "relation": seed["relation"], "target_type": seeded.kinds[target],
+            "target_id": seeded.ids[target], "metadata": {"eval_label": label},
+        }, context=context, key=key)
+    else:
+        raise CorpusError(f"seed {label}: unknown entity {entity!r}")
 
 
 def _evidence(seeded: Seeded, evidence: dict[str, Any], label: str) -> dict[str, Any]:

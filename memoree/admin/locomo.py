@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from memoree.admin.evaluation import Client, CorpusError, SyntheticClock
+from memoree.admin.eval_client import Client, SyntheticClock
+from memoree.admin.evaluation import CorpusError
 from memoree.admin.locomo_data import (
     ACTOR,
     ADVERSARIAL,
@@ -52,6 +53,7 @@ from memoree.admin.locomo_data import (
     SEARCH_LIMIT,
     Conversation,
     LocomoError,
+    Observation,
     Question,
     Turn,
     is_locomo_dir,
@@ -82,30 +84,36 @@ __all__ = [
 
 
 def load_conversation(client: Client, conversation: Conversation) -> dict[str, int]:
-    """Store each session as an artifact and each observation as a claim citing its turns."""
+    """Store each session as an artifact and each observation as a claim citing its turns: the
+    sessions in one ``batch`` request, then the claims (they cite the sessions' revisions)."""
     context = conversation.context
-    for session in conversation.sessions.values():
-        result = client.ok("artifact.put", {
-            "kind": ARTIFACT_KIND,
-            "title": f"Session {session.number}: {session.date}, {conversation.speaker_a} and {conversation.speaker_b}",
-            "media_type": MEDIA_TYPE, "content": {"type": "text", "data": session.text},
-            "provenance": {"locomo_conversation": conversation.name, "session": session.number},
-            "actor": ACTOR,
-        }, context=context, key=f"locomo:{conversation.name}:session:{session.number}")
+    sessions = list(conversation.sessions.values())
+    results = client.ok_many([("artifact.put", {
+        "kind": ARTIFACT_KIND,
+        "title": f"Session {session.number}: {session.date}, {conversation.speaker_a} and {conversation.speaker_b}",
+        "media_type": MEDIA_TYPE, "content": {"type": "text", "data": session.text},
+        "provenance": {"locomo_conversation": conversation.name, "session": session.number},
+        "actor": ACTOR,
+    }, context, f"locomo:{conversation.name}:session:{session.number}") for session in sessions])
+    for session, result in zip(sessions, results):
         session.artifact_id, session.revision_id = result["artifact_id"], result["revision_id"]
-    turns = conversation.turns
-    for index, observation in enumerate(conversation.observations):
-        evidence = []
-        for dia_id in observation.dia_ids:
-            turn = turns[dia_id]
-            session = conversation.sessions[turn.session]
-            evidence.append({"artifact_id": session.artifact_id, "revision_id": session.revision_id,
-                             "start_byte": turn.start, "end_byte": turn.end})
-        client.ok("claim.assert", {"claim_type": CLAIM_TYPE, "statement": observation.text,
-                                   "evidence": evidence, "actor": ACTOR},
-                  context=context, key=f"locomo:{conversation.name}:observation:{index}")
+    client.ok_many([("claim.assert", {"claim_type": CLAIM_TYPE, "statement": observation.text,
+                                      "evidence": _evidence(conversation, observation), "actor": ACTOR},
+                     context, f"locomo:{conversation.name}:observation:{index}")
+                    for index, observation in enumerate(conversation.observations)])
     return {"sessions": len(conversation.sessions), "claims": len(conversation.observations),
-            "turns": len(turns)}
+            "turns": len(conversation.turns)}
+
+
+def _evidence(conversation: Conversation, observation: Observation) -> list[dict[str, Any]]:
+    """The exact byte spans of an observation's turns in their stored sessions."""
+    evidence = []
+    for dia_id in observation.dia_ids:
+        turn = conversation.turns[dia_id]
+        session = conversation.sessions[turn.session]
+        evidence.append({"artifact_id": session.artifact_id, "revision_id": session.revision_id,
+                         "start_byte": turn.start, "end_byte": turn.end})
+    return evidence
 
 
 # ---------------------------------------------------------------------------------------------

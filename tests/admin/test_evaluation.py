@@ -4,9 +4,10 @@ what it returns; its unqualified candidates are leads, which count on neither si
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from memoree.admin.evaluation import evaluate
-from tests.memoree.test_eval import write_corpus
+from memoree.admin.evaluation import Client, evaluate, seed_store
+from tests.memoree.test_eval import CONTEXT, write_corpus
 
 # Shares one of three words with the seeded note and claim: both are unqualified candidates.
 PARTIAL_QUERY = "image thumbnails resizing"
@@ -53,3 +54,41 @@ class TestCandidatesAreLeads:
         report = evaluate(folder)
         assert 2 == report["aggregate"]["forbidden_returns"] and not report["passed"]
         assert {"forbidden label doc returned", "forbidden label fact returned"} <= set(only_case(report)["failures"])
+
+
+class OneByOneClient(Client):
+    """The loaders' path before batching: each mutation its own request and transaction."""
+
+    def ok_many(self, mutations: Any) -> list[dict[str, Any]]:
+        return [self.ok(op, payload, context=context, key=key) for op, payload, context, key in mutations]
+
+
+class TestBatchedSeeding:
+    def test_runs_of_artifacts_in_batches_store_what_one_request_per_seed_does(self, tmp_path: Path) -> None:
+        """Seeds with runs of artifacts between claims and a relation, seeded with batches and one
+        request per seed (same clock and ids), leave the same rows and the same label maps."""
+        from tests.commands.test_bulk import open_store, tables
+
+        def artifact(label: str, text: str) -> dict[str, Any]:
+            return {"label": label, "context": CONTEXT, "entity": "artifact", "kind": "note", "title": label,
+                    "content": {"type": "text", "data": text}}
+
+        def claim(label: str, source: str, quote: str) -> dict[str, Any]:
+            return {"label": label, "context": CONTEXT, "entity": "claim", "claim_type": "fact",
+                    "statement": f"{label} holds", "evidence": [{"artifact_label": source, "quote": quote}]}
+
+        seeds = [artifact("a1", "queue workers resize images"), artifact("a2", "the cache keeps thumbnails"),
+                 claim("c0", "a1", "resize images"), claim("c1", "a2", "keeps thumbnails"),
+                 artifact("a3", "workers retry twice"),
+                 {"label": "r1", "context": CONTEXT, "entity": "relation", "source_label": "c1",
+                  "relation": "contradicts", "target_label": "c0"},
+                 artifact("a4", "retries back off"), artifact("a5", "big " * 6000 + "end"), claim("c2", "a5", "big end")]
+        seeded = []
+        for name, kind in (("lone", OneByOneClient), ("batched", Client)):
+            service = open_store(tmp_path / name)
+            seeded.append((service, seed_store(kind(service), seeds)))
+        (lone, lone_seeded), (batched, batched_seeded) = seeded
+        assert batched_seeded == lone_seeded and len(batched_seeded.ids) == 8
+        assert tables(batched) == tables(lone)
+        for service in (lone, batched):
+            service.close()

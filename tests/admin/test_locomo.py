@@ -283,3 +283,29 @@ class TestRun:
         (corpus / "seed.jsonl").write_text("")
         misplaced = CliRunner().invoke(app, ["eval", str(corpus), "--report", str(report)])
         assert misplaced.exit_code == 2 and "apply to LoCoMo folders" in misplaced.output
+
+
+class TestBatchedLoading:
+    def test_a_batched_load_stores_and_answers_what_one_request_per_mutation_does(
+            self, conversation_file: Path, tmp_path: Path) -> None:
+        """Loading a conversation in batch requests leaves the same rows as one request per
+        mutation (same clock and ids), and a search answers the same; loading it again changes nothing."""
+        from tests.admin.test_evaluation import OneByOneClient
+        from tests.commands.test_bulk import open_store, tables
+
+        stores = []
+        for name, kind in (("lone", OneByOneClient), ("batched", Client)):
+            service = open_store(tmp_path / name)
+            loaded = load_conversation(kind(service), read_conversation(conversation_file))
+            stores.append((service, loaded))
+        (lone, lone_loaded), (batched, batched_loaded) = stores
+        assert batched_loaded == lone_loaded == {"sessions": 2, "claims": 4, "turns": 5}
+        assert tables(batched) == tables(lone)
+        context = read_conversation(conversation_file).context
+        ask = {"query": "greeted lantern", "limit": 10}
+        assert Client(batched).ok("search", ask, context=context) == Client(lone).ok("search", ask, context=context)
+        before = tables(batched)
+        load_conversation(Client(batched), read_conversation(conversation_file))
+        assert tables(batched) == before
+        for service in (lone, batched):
+            service.close()

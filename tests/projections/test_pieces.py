@@ -71,6 +71,26 @@ class TestSameIds:
         assert [fresh.encode([text])[0] for text in reversed(texts)][::-1] == pieced.encode(texts)
         assert pieced.encode(texts) == reference_ids(reference, texts)
 
+    def test_a_batch_of_uncached_words_filling_the_cache_gives_the_reference_ids(
+            self, tokenizers: tuple[Any, PieceTokenizer], monkeypatch: pytest.MonkeyPatch) -> None:
+        """A fresh cache, words tokenized together for a whole batch, the cache emptied while
+        they are remembered, trailing and repeated spaces, long words: the reference ids."""
+        from tokenizers import Tokenizer
+
+        from memoree.projections import pieces
+
+        monkeypatch.setattr(pieces, "CACHE_PIECES", 50)
+        rng = random.Random(11)
+        syllables = ["ka", "lo", "mi", "ré", "zu", "ŋa", "42", "-", ",", "\n"]
+        words = ["".join(rng.choices(syllables, k=rng.randint(1, 30))) for _ in range(300)]
+        texts = [rng.choice([" ", "  ", "\n "]).join(rng.choices(words, k=rng.randint(0, 40)))
+                 + rng.choice(["", " ", "   "]) for _ in range(120)]
+        config = folder() / embedding.TOKENIZER_FILE
+        fresh = PieceTokenizer(Tokenizer.from_file(str(config)), config)
+        reference = tokenizers[0]
+        assert fresh.encode(texts) == reference_ids(reference, texts)
+        assert fresh.encode(texts[::-1]) == reference_ids(reference, texts[::-1])
+
     @settings(max_examples=300, deadline=None)
     @given(st.lists(st.text(alphabet=st.sampled_from(list("ab é\u2581 \n\t<s/>🦘日")) | st.characters(),
                             max_size=60), max_size=4))
