@@ -31,12 +31,6 @@ one answer. Admission stays in the listener: a reader never sees a client.
   busy ones too; the relays reap them, killing any that lingers. The daemon dying any other way
   (``kill -9``) closes the life pipe as well: no reader outlives its daemon.
 
-**The GIL changes hands sooner** (``GIL_SWITCH_S``, 1 ms instead of Python's 5 ms) in a daemon
-that starts readers: with the readers filling the cores, each of the daemon's threads that wakes
-from a system call (the I/O loop taking the next put, the syncer answering the last, the relays)
-waited up to the switch interval for the GIL behind another thread's Python, and the writer's put
-with them (measured with ``python -m tools.bench.reads``; README, "Reads beside writes").
-
 With a shared PostgreSQL log every op stays on the writer (the daemon starts no pool).
 """
 
@@ -56,7 +50,7 @@ from typing import Any
 
 from memoree import limits
 
-__all__ = ["GIL_SWITCH_S", "POOLED_OPS", "READ_PROCESSES", "WRITE_LINGER_S", "ReaderPool", "WritesFirst", "read_processes",
+__all__ = ["POOLED_OPS", "READ_PROCESSES", "WRITE_LINGER_S", "ReaderPool", "WritesFirst", "read_processes",
            "reader_nice", "reads_yield_s"]
 
 READ_PROCESSES = limits.MAX_CONCURRENT_CONNECTIONS - 1  # 3 readers + 1 writer
@@ -69,7 +63,6 @@ MAX_READS_YIELD_MS = 1000
 # as going on this long after the last one was answered, so the next write of a burst, sent
 # as soon as its client has the answer, does not find every reader busy with a read let go between.
 WRITE_LINGER_S = 0.005
-GIL_SWITCH_S = 0.001  # the daemon's ``sys.setswitchinterval`` once it starts readers (see above)
 START_TIMEOUT_S = 60.0  # a reader's interpreter start and store open, on a loaded machine
 REAP_TIMEOUT_S = 5.0
 # Ops that only read the store's file (or nothing at all). Ops that may write (fact.recall
@@ -240,7 +233,6 @@ class ReaderPool:
         self._life_r, self._life_w = os.pipe()  # readers hold the read end; only we the write end
 
     def start(self) -> None:
-        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         for slot in self.slots:
             thread = threading.Thread(target=self._relay, args=(slot,), name=f"memoree-relay-{slot.index}",
                                       daemon=True)

@@ -273,23 +273,6 @@ class TestReaderAlone:
         check = Service(tmp_path / "data")
         assert head == check.engine.head()
         check.close()
-
-
-class TestTheDaemonsThreads:
-    def test_a_daemon_with_readers_hands_the_gil_over_within_a_millisecond(self, tmp_path: Path) -> None:
-        """Once its readers start, the daemon's threads switch the GIL at least every GIL_SWITCH_S
-        (Python's default is 5 ms)."""
-        from memoree.daemon.readpool import GIL_SWITCH_S
-
-        default = sys.getswitchinterval()
-        sys.setswitchinterval(0.005)
-        try:
-            with daemon_in_this_process(tmp_path):
-                assert sys.getswitchinterval() <= GIL_SWITCH_S
-        finally:
-            sys.setswitchinterval(default)
-
-
 def _read_in_thread(writes: Any, arrived: float) -> threading.Thread:
     thread = threading.Thread(target=writes.begin_read, args=(arrived,), daemon=True)
     thread.start()
