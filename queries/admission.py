@@ -31,7 +31,7 @@ from .candidates import (
     visible_rows,
 )
 from .passages import claim_citation
-from .search import ReadScope, SearchHit, SearchRun, _to_hit
+from .search import ReadScope, SearchHit, SearchRun, as_hit
 
 __all__ = ["ADMISSION_LABEL", "admitted_claims"]
 
@@ -91,6 +91,6 @@ def admitted_hit(candidate: Candidate, run: SearchRun, now: str) -> SearchHit:
     candidate.excerpt = candidate.statement
     candidate.citation = claim_citation(candidate.entity_id, candidate.revision_id)
     candidate.lexical_candidate = True
-    hit: Any = _to_hit(candidate, run.analysis, now, False)  # not ranked: no recency bonus either
+    hit: Any = as_hit(candidate, run.analysis, now, False)  # not ranked: no recency bonus either
     hit.matched_by = [*hit.matched_by, ADMISSION_LABEL]
     return hit

@@ -63,6 +63,7 @@ __all__ = [
     "SearchResult",
     "SearchRun",
     "analyze",
+    "as_hit",
     "check_min_commit_seq",
     "claim_citation",
     "parse_pins",
@@ -390,8 +391,8 @@ def run_search(
     return SearchRun(
         analysis=analysis, horizon=horizon, limit=limit, evaluated_at=scope.now,
         recency_enabled=recency, qualified_only=qualified_only,
-        hits=[_to_hit(c, analysis, scope.now, recency) for c in window], truncated=truncated,
-        candidates=[_to_hit(c, analysis, scope.now, recency) for c in partition],
+        hits=[as_hit(c, analysis, scope.now, recency) for c in window], truncated=truncated,
+        candidates=[as_hit(c, analysis, scope.now, recency) for c in partition],
         candidates_truncated=partition_truncated,
         unqualified_candidate_count=len(unqualified),
         best_unqualified_coverage=max((c.lexical_coverage for c in unqualified), default=None),
@@ -504,7 +505,8 @@ def _provenance(c: Candidate, now: str) -> dict[str, Any]:
             **retention}
 
 
-def _to_hit(c: Candidate, analysis: AnalyzedQuery, now: str, recency: bool) -> SearchHit:
+def as_hit(c: Candidate, analysis: AnalyzedQuery, now: str, recency: bool) -> SearchHit:
+    """A candidate as the search hit it answers with: its ranking explained, its matched_by."""
     ranking = Ranking(
         query_unit_count=len(analysis.units), matched_unit_count=c.matched_unit_count,
         required_matches=analysis.required_matches, lexical_coverage=c.lexical_coverage,
