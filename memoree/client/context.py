@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: this module is on ``memoree call``'s import path
+    from pathlib import Path
     from typing import Any
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "MARKER_NAME",
     "ContextResolutionError",
     "find_marker",
+    "nearest_marker",
     "read_marker",
     "resolve",
     "task_id_for",
@@ -68,21 +69,40 @@ def _validated(document: Any, origin: str) -> dict[str, Any]:
     return context
 
 
+def nearest_marker(start: str) -> str | None:
+    """The nearest ``.memoree.toml`` at or above the folder ``start``, as text (no ``pathlib``)."""
+    folder = os.path.abspath(start)
+    while True:
+        candidate = os.path.join(folder, MARKER_NAME)
+        if os.path.isfile(candidate):
+            return candidate
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
 def find_marker(start: Path) -> Path | None:
     """The nearest ``.memoree.toml`` at or above ``start``."""
-    for folder in (start, *start.parents):
-        candidate = folder / MARKER_NAME
-        if candidate.is_file():
-            return candidate
-    return None
+    found = nearest_marker(os.fspath(start))
+    if found is None:
+        return None
+    from pathlib import Path
+
+    return Path(found)
 
 
-def read_marker(path: Path) -> dict[str, Any]:
+def _read_text(path: str | os.PathLike[str]) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def read_marker(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The marker's TOML document ``{schema=1, workspace_id, project_id, name, pins}``."""
     import tomllib
 
     try:
-        document = tomllib.loads(path.read_text("utf-8"))
+        document = tomllib.loads(_read_text(path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ContextResolutionError(f"marker {path} is not valid TOML: {exc}") from None
     if document.get("schema") != 1:
@@ -90,7 +110,7 @@ def read_marker(path: Path) -> dict[str, Any]:
     return document
 
 
-def _from_marker(path: Path) -> dict[str, Any]:
+def _from_marker(path: str) -> dict[str, Any]:
     document = read_marker(path)
     return _validated(
         {k: document[k] for k in ("workspace_id", "project_id", "pins") if k in document},
@@ -98,13 +118,13 @@ def _from_marker(path: Path) -> dict[str, Any]:
     )
 
 
-def _from_config(config_path: Path) -> dict[str, Any] | None:
-    if not config_path.is_file():
+def _from_config(config_path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    if not os.path.isfile(config_path):
         return None
     import tomllib
 
     try:
-        document = tomllib.loads(config_path.read_text("utf-8"))
+        document = tomllib.loads(_read_text(config_path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ContextResolutionError(f"config {config_path} is not valid TOML: {exc}") from None
     personal = document.get("personal")
@@ -113,7 +133,8 @@ def _from_config(config_path: Path) -> dict[str, Any] | None:
     return _validated(personal, f"[personal] in {config_path}")
 
 
-def resolve(cwd: Path | None = None, config_path: Path | None = None) -> tuple[dict[str, Any], str] | None:
+def resolve(cwd: str | os.PathLike[str] | None = None,
+            config_path: str | os.PathLike[str] | None = None) -> tuple[dict[str, Any], str] | None:
     """The ambient context and its source, or None when nothing applies."""
     raw = os.environ.get("MEMOREE_CONTEXT", "")
     if raw:
@@ -122,13 +143,13 @@ def resolve(cwd: Path | None = None, config_path: Path | None = None) -> tuple[d
         except ValueError as exc:
             raise ContextResolutionError(f"MEMOREE_CONTEXT is not valid JSON: {exc}") from None
         return _validated(document, "MEMOREE_CONTEXT"), "session"
-    marker = find_marker(cwd or Path.cwd())
+    marker = nearest_marker(os.fspath(cwd) if cwd is not None else os.getcwd())
     if marker is not None:
         return _from_marker(marker), "marker"
     if config_path is None:
-        from memoree.client.paths import config_file
+        from memoree.client.paths import config_file_str
 
-        config_path = config_file()
+        config_path = config_file_str()
     personal = _from_config(config_path)
     if personal is not None:
         return personal, "personal"

@@ -17,62 +17,87 @@ file of the store is created: new, 0600, never through a planted link.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-__all__ = ["ForeignPath", "config_file", "create_exclusive", "data_dir", "open_append_private",
-           "private_dir", "runtime_dir", "socket_path", "write_private"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["ForeignPath", "config_file", "config_file_str", "create_exclusive", "data_dir", "data_dir_str",
+           "open_append_private", "private_dir", "runtime_dir", "socket_path", "socket_path_str",
+           "write_private"]
 
 _APP, _AUTHOR = "memoree", "dev"
 
+# Each location is worked out as text (``os.path``) and wrapped in a ``Path`` only for callers
+# that want one: ``memoree call`` finds its socket and config file without importing ``pathlib``.
 
-def _env_path(name: str) -> Path | None:
+
+def _as_path(text: str) -> Path:
+    from pathlib import Path
+
+    return Path(text)
+
+
+def _env_path(name: str) -> str | None:
     value = os.environ.get(name, "")
-    return Path(value).expanduser() if value else None
+    return os.path.expanduser(value) if value else None
 
 
-def _home() -> Path | None:
-    return _env_path("MEMOREE_HOME")
-
-
-def config_file() -> Path:
+def config_file_str() -> str:
     explicit = _env_path("MEMOREE_CONFIG")
     if explicit:
         return explicit
-    home = _home()
+    home = _env_path("MEMOREE_HOME")
     if home:
-        return home / "config.toml"
+        return os.path.join(home, "config.toml")
     import platformdirs
 
-    return Path(platformdirs.user_config_dir(_APP, _AUTHOR)) / "config.toml"
+    return os.path.join(platformdirs.user_config_dir(_APP, _AUTHOR), "config.toml")
 
 
-def data_dir() -> Path:
+def data_dir_str() -> str:
     explicit = _env_path("MEMOREE_DATA_DIR")
     if explicit:
         return explicit
-    home = _home()
+    home = _env_path("MEMOREE_HOME")
     if home:
-        return home / "data"
+        return os.path.join(home, "data")
     import platformdirs
 
-    return Path(platformdirs.user_data_dir(_APP, _AUTHOR))
+    return platformdirs.user_data_dir(_APP, _AUTHOR)
 
 
-def runtime_dir() -> Path:
+def _runtime_dir_str() -> str:
     explicit = _env_path("MEMOREE_RUNTIME_DIR")
     if explicit:
         return explicit
-    home = _home()
+    home = _env_path("MEMOREE_HOME")
     if home:
-        return home / "run"
+        return os.path.join(home, "run")
     xdg = _env_path("XDG_RUNTIME_DIR")
     if xdg:
-        return xdg / _APP
-    return data_dir() / "run"
+        return os.path.join(xdg, _APP)
+    return os.path.join(data_dir_str(), "run")
+
+
+def socket_path_str() -> str:
+    return _env_path("MEMOREE_SOCKET") or os.path.join(_runtime_dir_str(), "memoree.sock")
+
+
+def config_file() -> Path:
+    return _as_path(config_file_str())
+
+
+def data_dir() -> Path:
+    return _as_path(data_dir_str())
+
+
+def runtime_dir() -> Path:
+    return _as_path(_runtime_dir_str())
 
 
 def socket_path() -> Path:
-    return _env_path("MEMOREE_SOCKET") or runtime_dir() / "memoree.sock"
+    return _as_path(socket_path_str())
 
 
 class ForeignPath(Exception):

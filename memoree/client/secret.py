@@ -15,7 +15,6 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
-from pathlib import Path
 
 __all__ = ["SECRET_FILENAME", "client_secret", "ensure_secret", "matches", "read_secret", "rotate_secret"]
 
@@ -23,11 +22,11 @@ SECRET_FILENAME = "auth.secret"
 _TOKEN_BYTES = 32
 
 
-def _path(data_dir: Path) -> Path:
-    return data_dir / SECRET_FILENAME
+def _path(data_dir: str | os.PathLike[str]) -> str:
+    return os.path.join(data_dir, SECRET_FILENAME)
 
 
-def read_secret(data_dir: Path) -> str | None:
+def read_secret(data_dir: str | os.PathLike[str]) -> str | None:
     """The data dir's secret, or None when it has none yet (or it is unreadable)."""
     try:
         fd = os.open(_path(data_dir), os.O_RDONLY | os.O_NOFOLLOW)
@@ -38,12 +37,12 @@ def read_secret(data_dir: Path) -> str | None:
     return text or None
 
 
-def _write_new(data_dir: Path) -> str:
+def _write_new(data_dir: str | os.PathLike[str]) -> str:
     """Write a fresh secret under a temporary name and rename it into place (atomic)."""
     from memoree.client.paths import create_exclusive
 
     token = secrets.token_urlsafe(_TOKEN_BYTES)
-    tmp = data_dir / f".{SECRET_FILENAME}.{os.getpid()}.{secrets.token_hex(4)}"
+    tmp = os.path.join(data_dir, f".{SECRET_FILENAME}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = create_exclusive(tmp)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -52,21 +51,24 @@ def _write_new(data_dir: Path) -> str:
             os.fsync(handle.fileno())
         os.replace(tmp, _path(data_dir))
     finally:
-        tmp.unlink(missing_ok=True)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass  # renamed into place
     return token
 
 
-def ensure_secret(data_dir: Path) -> str:
+def ensure_secret(data_dir: str | os.PathLike[str]) -> str:
     """The data dir's secret, created at first use."""
     return read_secret(data_dir) or _write_new(data_dir)
 
 
-def rotate_secret(data_dir: Path) -> str:
+def rotate_secret(data_dir: str | os.PathLike[str]) -> str:
     """Replace the secret; clients holding the old one are refused from now on."""
     return _write_new(data_dir)
 
 
-def client_secret(data_dir: Path | None) -> str | None:
+def client_secret(data_dir: str | os.PathLike[str] | None) -> str | None:
     """What a client sends: ``MEMOREE_SECRET``, ``MEMOREE_SECRET_FILE`` or the data dir's file."""
     explicit = os.environ.get("MEMOREE_SECRET", "").strip()
     if explicit:
@@ -74,13 +76,14 @@ def client_secret(data_dir: Path | None) -> str | None:
     file = os.environ.get("MEMOREE_SECRET_FILE", "")
     if file:
         try:
-            return Path(file).read_text(encoding="ascii").strip() or None
+            with open(file, encoding="ascii") as handle:
+                return handle.read().strip() or None
         except (OSError, UnicodeDecodeError):
             return None
     if data_dir is None:
-        from memoree.client.paths import data_dir as default_data_dir
+        from memoree.client.paths import data_dir_str
 
-        data_dir = default_data_dir()
+        data_dir = data_dir_str()
     return read_secret(data_dir)
 
 

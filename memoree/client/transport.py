@@ -26,10 +26,6 @@ import time
 from collections import namedtuple
 
 from memoree import __version__
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from pathlib import Path
-
 from memoree.protocol.framing import FrameTooLarge, FrameTruncated, peer_credentials, read_frame, write_frame
 
 __all__ = [
@@ -100,9 +96,9 @@ class Endpoint(namedtuple("Endpoint", "kind address")):
 
 
 def default_endpoint() -> Endpoint:
-    from memoree.client.paths import socket_path
+    from memoree.client.paths import socket_path_str
 
-    return Endpoint("unix", str(socket_path()))
+    return Endpoint("unix", socket_path_str())
 
 
 def _connect(endpoint: Endpoint) -> tuple[_socket.socket, int | None]:
@@ -229,7 +225,7 @@ def refused_for_version(body: bytes) -> str | None:
     return None
 
 
-def autostart(endpoint: Endpoint, data_dir: Path) -> dict:
+def autostart(endpoint: Endpoint, data_dir: str | os.PathLike[str]) -> dict:
     """Start a detached daemon for the default endpoint and wait until it answers doctor.
 
     The data dir and the socket's folder must be this user's (``memoree.client.paths.private_dir``);
@@ -239,6 +235,7 @@ def autostart(endpoint: Endpoint, data_dir: Path) -> dict:
 
     from memoree.client.paths import ForeignPath, open_append_private, private_dir
 
+    data_dir = Path(data_dir)
     try:
         private_dir(data_dir, "data dir")
         if endpoint.kind == "unix":
@@ -271,7 +268,7 @@ def autostart(endpoint: Endpoint, data_dir: Path) -> dict:
     raise TransportFailure(f"the daemon did not answer within {START_TIMEOUT_S:.0f} seconds; see {log_path}")
 
 
-def request_via_daemon(payload: bytes, *, endpoint: Endpoint | None, data_dir: Path | None,
+def request_via_daemon(payload: bytes, *, endpoint: Endpoint | None, data_dir: str | os.PathLike[str] | None,
                        autostart_allowed: bool, io_timeout: float = IO_TIMEOUT_S) -> bytes:
     """Send one request to the daemon in one round trip, starting the default one when allowed
     and nothing listens; the request carries this client's version (the daemon refuses skew) and,
@@ -288,9 +285,9 @@ def request_via_daemon(payload: bytes, *, endpoint: Endpoint | None, data_dir: P
     except NotListening:
         if endpoint is not None or not autostart_allowed:
             raise TransportFailure(f"no daemon answers at {target}") from None
-        from memoree.client.paths import data_dir as default_data_dir
+        from memoree.client.paths import data_dir_str
 
-        _check_version(autostart(target, data_dir or default_data_dir()))
+        _check_version(autostart(target, data_dir or data_dir_str()))
         body = exchange(target, stamped, io_timeout=io_timeout)
     skew = refused_for_version(body)
     if skew is not None:

@@ -10,7 +10,10 @@ beyond it, so the call path stays lean.
 from __future__ import annotations
 
 import json
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: ``typing`` is not on ``memoree call``'s import path
+    from typing import Any
 
 __all__ = ["PROTOCOL_VERSION", "encode", "error_body", "error_document", "request_document",
            "success_document"]

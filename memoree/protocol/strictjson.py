@@ -8,7 +8,10 @@ client uses it.
 from __future__ import annotations
 
 import json
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: ``typing`` is not on ``memoree call``'s import path
+    from typing import Any
 
 __all__ = ["DuplicateKey", "duplicate_key", "loads"]
 

@@ -145,16 +145,38 @@ class TestTransport:
 
     def test_clean_call_imports_only_the_standard_library(self, daemon: Running, tmp_path: Path) -> None:
         """memoree call to a running daemon never loads msgspec, SQLite, typer, pydantic, structlog,
-        numpy or the embedding model (its tokenizer and weights)."""
-        probe_code = ("import sys, json; from memoree.client import call as callcmd;"
-                      "body, code = callcmd.run(json.dumps({'request_id':'c','op':'capabilities','input':{}}).encode());"
-                      "assert code == 0, body;"
-                      "heavy = ('msgspec','sqlite3','pysqlite3','sqlite_utils','typer','pydantic','structlog','rich','blake3','click',"
-                      "'numpy','tokenizers','safetensors','wordllama');"
-                      "print(json.dumps(sorted(m for m in heavy if m in sys.modules)))")
-        result = subprocess.run([sys.executable, "-c", probe_code], capture_output=True, cwd=tmp_path,
-                                env=clean_env(MEMOREE_ENDPOINT=str(daemon.endpoint)), timeout=30)
-        assert [] == json.loads(result.stdout), result.stderr
+        numpy, the embedding model (its tokenizer and weights), typing or pathlib."""
+        import sysconfig
+
+        import memoree
+
+        probe_code = """if True:
+            import json, sys
+            sys.argv[1:] = ["call"]
+            from memoree.entry import main
+            try:
+                main()
+            except SystemExit as exit:
+                assert exit.code == 0, exit.code
+            from memoree.client import call as callcmd
+            body, code = callcmd.run(json.dumps({"request_id": "c", "op": "capabilities", "input": {}}).encode())
+            assert code == 0, body
+            heavy = ("msgspec", "sqlite3", "pysqlite3", "sqlite_utils", "typer", "pydantic", "structlog", "rich",
+                     "blake3", "click", "numpy", "tokenizers", "safetensors", "wordllama", "typing", "pathlib")
+            print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
+        """
+        # Without site (-S): an editable install's import hook, loaded from a .pth file at start,
+        # imports pathlib itself and would hide an import of it on the call path.
+        search_path = [str(Path(memoree.__file__).resolve().parent.parent),
+                       sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+        # The put resolves its context (MEMOREE_CONTEXT) and finds the default socket (MEMOREE_SOCKET).
+        request = {k: v for k, v in put(0, key_prefix="imports-").items() if k != "context"}
+        result = subprocess.run([sys.executable, "-S", "-c", probe_code], capture_output=True, cwd=tmp_path,
+                                input=json.dumps(request).encode(), timeout=30,
+                                env=clean_env(MEMOREE_SOCKET=str(daemon.socket_path), MEMOREE_CONTEXT=json.dumps(CTX),
+                                              PYTHONPATH=os.pathsep.join(search_path)))
+        *replies, modules = result.stdout.decode().splitlines() or [""]
+        assert [] == json.loads(modules or "null"), (replies, result.stderr)
 
 
 class TestAutostartAndCrash:
