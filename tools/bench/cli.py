@@ -2,9 +2,10 @@
 
     python -m tools.bench.cli [--runs 15] [--store 200] [--quick]
 
-Rows: ``memoree search --help``, ``memoree --help``, a real ``memoree search`` and a
-``memoree artifact put`` through a warm daemon, and ``memoree search --in-process`` (the
-fallback that opens the store itself), each against ``python -c pass`` measured in the same run.
+Rows: ``memoree search --help``, ``memoree --help``, a real ``memoree search``, a
+``memoree artifact put`` and a ``memoree call capabilities`` (the lean path agents use) through a
+warm daemon, and ``memoree search --in-process`` (the fallback that opens the store itself), each
+against ``python -c pass`` measured in the same run.
 Every command runs inside an initialized project (``memoree init``, so the context comes from
 its marker) with a daemon holding ``--store`` varied notes. The commands run round-robin, one
 of each per round, so a busy machine slows them all alike; each figure is the median over
@@ -12,7 +13,10 @@ of each per round, so a busy machine slows them all alike; each figure is the me
 where there is none). Before the table, one ``python -X importtime`` run of each command says
 how many modules it imports and which heavy ones (pydantic, rich, numpy, the embedding model,
 SQLite) are among them, and after it a line gives each command's CPU time (user + system, the
-steadier figure on a shared machine) against the baseline's.
+steadier figure on a shared machine) against the baseline's. A first line says how memoree is
+installed: an editable install runs its import hook (a ``.pth`` file) at every start, baseline
+included, and with ``PYTHONDONTWRITEBYTECODE`` set its source keeps no ``__pycache__``, so every
+command compiles each memoree module it imports again.
 """
 
 from __future__ import annotations
@@ -31,7 +35,28 @@ from memoree.client.transport import Endpoint, exchange
 from tools.bench.common import Row, median, print_table, timed
 from tools.bench.daemon import start_daemon, varied_texts
 
+CAPABILITIES = b'{"request_id":"bench","op":"capabilities","input":{}}'
 HEAVY = ("pydantic", "rich", "numpy", "wordllama", "tokenizers", "safetensors", "sqlite3", "msgspec")
+
+
+INSTALL_PROBE = """if True:
+    import importlib.util, json, os, sys
+    import memoree.client.call as call
+    print(json.dumps({"editable": any(name.startswith("__editable__") for name in sys.modules),
+                      "cached": os.path.exists(importlib.util.cache_from_source(call.__file__))}))
+"""
+
+
+def install_note(env: dict[str, str], cwd: Path) -> str:
+    """How the commands' memoree is installed (editable or not) and whether its bytecode is cached,
+    as a process started like them (same interpreter, environment and folder) sees it."""
+    probe = subprocess.run([sys.executable, "-c", INSTALL_PROBE], env=env, cwd=cwd, capture_output=True, check=True)
+    seen = json.loads(probe.stdout)
+    install = "editable (its import hook loads at every start, python -c pass's too)" if seen["editable"] \
+        else "not editable"
+    bytecode = "yes" if seen["cached"] else "no (each start compiles the memoree modules it imports)"
+    return (f"memoree installed: {install}; PYTHONDONTWRITEBYTECODE={env.get('PYTHONDONTWRITEBYTECODE') or '(unset)'}; "
+            f"bytecode of memoree.client.call cached: {bytecode}")
 
 
 def memoree_command() -> list[str]:
@@ -118,7 +143,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 "memoree --help": ([*memoree, "--help"], b""),
                 "memoree search, warm daemon": ([*memoree, "search", query], b""),
                 "memoree artifact put, warm daemon": ([*memoree, "artifact", "put", "-", "--title", "n"], note),
+                "memoree call capabilities, warm daemon": ([*memoree, "call"], CAPABILITIES),
             }
+            print(install_note(env, project))
             for name, (command, stdin) in commands.items():
                 if name.startswith("memoree"):
                     modules = imported_modules(command, env, project, stdin)
