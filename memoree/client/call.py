@@ -8,7 +8,6 @@ Diagnostics go to stderr; the exit code follows the error class (0 on success).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -16,6 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: ``typing`` and ``pathlib`` are not on the call's import path
     from typing import Any
 
+from memoree.protocol import strictjson
 from memoree.protocol.documents import error_body, error_document
 
 __all__ = ["attach_context", "main"]
@@ -27,7 +27,7 @@ USAGE = ("usage: memoree call [--pretty] [--endpoint EP] [--no-autostart] [--in-
 def _error(request_id: str, code: str, message: str, exit_code: int,
            hint: str | None = None, retryable: bool = False) -> tuple[bytes, int]:
     body = error_body(code, message, retryable=retryable, hint=hint)
-    return json.dumps(error_document(request_id, body), separators=(",", ":")).encode(), exit_code
+    return strictjson.dumps(error_document(request_id, body)).encode(), exit_code
 
 
 def attach_context(document: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -64,11 +64,9 @@ def prepare(raw: bytes) -> Prepared | tuple[bytes, int]:
     """Either a request ready to send, or an error ``(envelope, exit code)``."""
     from memoree.client.context import ContextResolutionError
 
-    from memoree.protocol.strictjson import DuplicateKey, loads as strict_loads
-
     try:
-        document = strict_loads(raw)
-    except DuplicateKey as exc:
+        document = strictjson.loads(raw)
+    except strictjson.DuplicateKey as exc:
         return _error("req_cli", "INVALID_REQUEST", f"invalid request: {exc}", 2)
     except RecursionError:
         return _error("req_cli", "INVALID_REQUEST", "invalid request: JSON nests too deeply", 2)
@@ -85,7 +83,7 @@ def prepare(raw: bytes) -> Prepared | tuple[bytes, int]:
     except ContextResolutionError as exc:
         return _error(request_id, "CONFIG_ERROR", f"configuration error: {exc}", 2)
     if changed:
-        raw = json.dumps(document, separators=(",", ":")).encode()
+        raw = strictjson.dumps(document).encode()
     return Prepared(raw, request_id, document.get("op") in LONG_RUNNING_OPS)
 
 
@@ -113,7 +111,7 @@ def exit_code_of(body: bytes) -> int:
     from memoree.errors import EXIT_CODES
 
     try:
-        envelope = json.loads(body)
+        envelope = strictjson.loads(body)
     except ValueError:
         return 1
     if envelope.get("ok"):
@@ -216,6 +214,8 @@ def main(argv: list[str]) -> int:
         return 2
     body, exit_code = run(sys.stdin.buffer.read(), options)
     if options.pretty:
+        import json
+
         body = json.dumps(json.loads(body), indent=2, ensure_ascii=False).encode()
     try:
         sys.stdout.buffer.write(body + b"\n")

@@ -9,7 +9,6 @@ context: its working directory is not the caller's.
 
 from __future__ import annotations
 
-import json
 import os
 
 TYPE_CHECKING = False
@@ -139,7 +138,9 @@ def resolve(cwd: str | os.PathLike[str] | None = None,
     raw = os.environ.get("MEMOREE_CONTEXT", "")
     if raw:
         try:
-            document = json.loads(raw)
+            from memoree.protocol.strictjson import loads
+
+            document = loads(raw)
         except ValueError as exc:
             raise ContextResolutionError(f"MEMOREE_CONTEXT is not valid JSON: {exc}") from None
         return _validated(document, "MEMOREE_CONTEXT"), "session"

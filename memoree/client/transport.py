@@ -19,13 +19,12 @@ that the pid the daemon names is the socket's own. Over TCP the request carries 
 from __future__ import annotations
 
 import _socket  # the C module: the ``socket`` wrapper costs ~2 ms of imports per call
-import json
 import os
 import sys
 import time
-from collections import namedtuple
 
 from memoree import __version__
+from memoree.protocol import strictjson
 from memoree.protocol.framing import FrameTooLarge, FrameTruncated, peer_credentials, read_frame, write_frame
 
 __all__ = [
@@ -64,15 +63,31 @@ class ClientUnauthorized(Exception):
     secret over TCP."""
 
 
-class Endpoint(namedtuple("Endpoint", "kind address")):
+class Endpoint(tuple):
     """Where a daemon listens: ``kind`` "unix" (``address`` a path) or "tcp" (``(host, port)``).
 
-    A named tuple, not a dataclass: ``dataclasses`` costs ~4 ms of imports on every call.
+    A pair, not a named tuple or a dataclass: ``collections`` and ``dataclasses`` cost imports on
+    every call.
     """
 
     __slots__ = ()
-    kind: str
-    address: str | tuple[str, int]
+
+    def __new__(cls, kind: str, address: str | tuple[str, int]) -> Endpoint:
+        return tuple.__new__(cls, (kind, address))
+
+    def __getnewargs__(self) -> tuple[str, str | tuple[str, int]]:
+        return self[0], self[1]
+
+    def __repr__(self) -> str:
+        return f"Endpoint(kind={self[0]!r}, address={self[1]!r})"
+
+    @property
+    def kind(self) -> str:
+        return self[0]
+
+    @property
+    def address(self) -> str | tuple[str, int]:
+        return self[1]
 
     @classmethod
     def parse(cls, text: str) -> Endpoint:
@@ -156,10 +171,10 @@ def probe(endpoint: Endpoint, *, secret: str | None = None) -> dict | None:
     if secret is not None and endpoint.kind == "tcp":
         document["auth"] = secret
     try:
-        body, pid = _exchange(endpoint, json.dumps(document).encode(), 5.0)
+        body, pid = _exchange(endpoint, strictjson.dumps(document).encode(), 5.0)
     except TransportFailure:
         return None
-    envelope = json.loads(body)
+    envelope = strictjson.loads(body)
     if not envelope.get("ok"):
         error = envelope.get("error") or {}
         if error.get("code") == "UNAUTHORIZED":
@@ -176,11 +191,14 @@ def with_secret(payload: bytes, secret: str | None) -> bytes:
     """The request with the store's secret in its ``auth`` field (for TCP endpoints)."""
     if secret is None:
         return payload
-    document = json.loads(payload)
+    try:
+        document = strictjson.loads(payload)
+    except strictjson.DuplicateKey:
+        return payload  # the daemon refuses it, as it refuses a repeated key from any client
     if not isinstance(document, dict) or "auth" in document:
         return payload
     document["auth"] = secret
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+    return strictjson.dumps(document, ensure_ascii=False).encode()
 
 
 def _check_version(doctor: dict) -> None:
@@ -201,7 +219,7 @@ def stamp_version(payload: bytes) -> bytes:
         return payload  # not an object: the daemon answers INVALID_REQUEST as for any client
     rest = head[1:].lstrip()
     separator = b"" if rest.startswith(b"}") else b","
-    return b'{"client_version":' + json.dumps(__version__).encode() + separator + rest
+    return b'{"client_version":' + strictjson.dumps(__version__).encode() + separator + rest
 
 
 def refused_for_version(body: bytes) -> str | None:
@@ -214,7 +232,7 @@ def refused_for_version(body: bytes) -> str | None:
     if marker >= 0 and body.startswith(b"true", marker + 6):
         return None
     try:
-        error = json.loads(body).get("error") or {}
+        error = strictjson.loads(body).get("error") or {}
     except ValueError:
         return None
     details = error.get("details") or {}

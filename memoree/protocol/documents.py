@@ -9,8 +9,6 @@ beyond it, so the call path stays lean.
 
 from __future__ import annotations
 
-import json
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: ``typing`` is not on ``memoree call``'s import path
     from typing import Any
@@ -55,4 +53,6 @@ def request_document(request_id: str, op: str, payload: dict[str, Any], *,
 
 def encode(document: dict[str, Any]) -> bytes:
     """Compact JSON, as the service's envelopes are."""
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+    from memoree.protocol.strictjson import dumps
+
+    return dumps(document, ensure_ascii=False).encode()
