@@ -152,6 +152,7 @@ class SharedLog:
         # Other hosts' events an append stored ahead of this host's own and left for the caller
         # to project with them (``taken_in``), with the page that read them.
         self._held: tuple[list[RecordedEvent], SharedPage] | None = None
+        self._took_in_at = float("-inf")  # monotonic time this host's writes last took some in
         self.last_write = 0.0  # monotonic time of this host's last committed write
         self.lock_holds: deque[float] = deque(maxlen=100_000)  # seconds per write transaction
         # of which the shared commit (a lone creation: the append round trip, which commits)
@@ -185,6 +186,11 @@ class SharedLog:
     def _writing(self) -> bool:
         """Whether this host committed a write within the last ``WRITING_S``."""
         return time.monotonic() - self.last_write < WRITING_S
+
+    def _others_writing(self) -> bool:
+        """Whether this host's writes took in other hosts' events within the last ``WRITING_S``:
+        then a guess on its own head would likely miss after its local work (see ``append``)."""
+        return time.monotonic() - self._took_in_at < WRITING_S
 
     def close(self) -> None:
         if self.follower is not None:
@@ -351,6 +357,7 @@ class SharedLog:
         append lock; ``page`` is the first page, when the append read it. Each page is projected
         once the next is read; the last is held for ``taken_in`` (when this host projects at all)."""
         held: tuple[list[RecordedEvent], SharedPage] | None = None
+        self._took_in_at = time.monotonic()
         while local.commit_seq < head.commit_seq:
             if held is not None:
                 self._project(*held)
@@ -450,8 +457,8 @@ class SharedLog:
             raise InternalError("append outside a write transaction")
         lone = self._depth == 1 and bool(events) and all(e.type in INDEPENDENT_CREATIONS for e in events)
         if lone and self._locked_depth is None:
-            if self._guess_skip:
-                self._guess_skip -= 1
+            if self._guess_skip or self._others_writing():
+                self._guess_skip = max(0, self._guess_skip - 1)
                 recorded = self._append_on_known_head(events)
             else:
                 recorded = self._append_on_guess(events)
