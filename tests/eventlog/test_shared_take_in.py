@@ -1,6 +1,7 @@
 """A shared log's host takes other hosts' events in at its own puts: on every append path, in one
-projection batch with its own, with one message when another host took its key, and with vectors
-that catch up after the writes while reads still see every write.
+projection batch with its own, with one message when another host took its key, without guessing
+its own head right after, and with vectors that catch up after the writes while reads still see
+every write.
 
 The tests skip, with the reason, when no PostgreSQL server is reachable through
 ``MEMOREE_TEST_PG_URL``.
@@ -109,6 +110,32 @@ class TestEveryAppendPath:
         assert 6 == a.put_text("harbour from a", key="a1")["commit_seq"]
         assert [[1, 2], [3, 4]] == [[e.commit_seq for e in events] for _, events, _ in pages]
         assert 6 == len(a.ok("search", {"query": "harbour"})["result"]["hits"])
+        assert a.ok("verify", {})["result"]["ok"]
+
+
+class TestAfterATakeIn:
+    """A host whose put has just taken other hosts' events in expects them to go on writing."""
+
+    def test_the_next_put_appends_on_the_head_last_seen_until_the_others_have_been_quiet(
+            self, shared_url: str, open_host: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        """After A's put took in B's event, A's next put does not guess its own head (it waits
+        for the outcome on the head last seen); once no take-in happened for ``WRITING_S``, A's
+        put guesses again."""
+        from memoree.eventlog import shared as shared_module
+
+        monkeypatch.setattr(shared_module, "WRITING_S", 3600.0)  # "recently", whatever the machine's pace
+        a, b = behind(open_host("a")), open_host("b")
+        a.put_text("first from a", key="a1")
+        b.put_text("from b", key="b1")
+        shared = a.service.engine.shared
+        take_path(a, "known head", monkeypatch)
+        assert 3 == a.put_text("second from a", key="a2")["commit_seq"]
+        guesses = counting(shared, "_append_on_guess")
+        assert 4 == a.put_text("third from a", key="a3")["commit_seq"]
+        assert ([], 0) == (guesses, shared._guess_skip)
+        shared._took_in_at -= 2 * shared_module.WRITING_S  # as if the others had been quiet since
+        assert 5 == a.put_text("fourth from a", key="a4")["commit_seq"]
+        assert 1 == len(guesses)
         assert a.ok("verify", {})["result"]["ok"]
 
 
