@@ -32,9 +32,14 @@ runs and commits that statement, and learns the outcome before its local commit.
 wrote nothing and reported the head: the put is decided again and, with the host's next few puts,
 sends the same statement on the head last seen and waits for it (a miss reports the head again),
 so the append lock is held only inside that statement; only after ``KNOWN_HEAD_TRIES`` misses
-does a put lock first.
+does a put lock first. A host whose writes took other hosts' events in within ``WRITING_S``
+does not guess either: they are likely still writing, and a wrong guess is found only after the
+put's local work, which is then done again.
 Pages of other hosts' events are applied as a batch (``prefetching_sink``: their blobs and purges
-in one round trip; the engine's sink indexes and embeds a page once).
+in one round trip; the engine's sink indexes a page once). Every append path ends in
+``_after_own_append``: what other hosts appended before the put is stored first, then the put's
+own events, and the last page of the former is left to the caller (``taken_in``), which projects
+it and its own events in one batch (``CommandHandler.project_appended``).
 
 Commit is PostgreSQL first, then local: the replica is always a prefix of the shared log, and a
 host that dies between the two simply catches up again. Outside a transaction ``head()`` is this
