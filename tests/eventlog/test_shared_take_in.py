@@ -9,7 +9,6 @@ The tests skip, with the reason, when no PostgreSQL server is reachable through
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from memoree.admin.verify import projection_fingerprint
 from memoree.projections.base import owned_tables
 from memoree.projections.vectors import caught_up_rows
 from tests.conftest import Caller
-from tests.memoree.test_sharedlog import open_host, shared_url  # noqa: F401 - fixtures
+from tests.memoree.test_sharedlog import open_host, shared_url, wait_until  # noqa: F401 - fixtures
 
 PATHS = ("guessed head", "known head", "locked")
 
@@ -60,13 +59,6 @@ def fingerprints(host: Caller) -> dict[str, str]:
     return {p.name: projection_fingerprint(engine.conn, owned_tables(p),
                                            caught_up_rows if p.name == "vectors" else None)
             for p in engine.projectors}
-
-
-def wait_until(condition: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
 
 
 class TestEveryAppendPath:
