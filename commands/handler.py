@@ -27,7 +27,7 @@ from memoree.eventlog.events import Scope
 from memoree.eventlog.keys import NodeKey
 from memoree.eventlog.scope import require_write_scope
 from memoree.eventlog.store import EventStore, RecordedEvent, StaleDecision
-from memoree.projections.base import Projector, apply_events
+from memoree.projections.base import Projector, apply_events, projection_sink
 from memoree.projections.idempotency import result_document, stored_result
 
 from . import artifacts, claims, facts, purge, relations
@@ -252,7 +252,7 @@ class CommandHandler:
                 self.cas.put(prepared.data, prepared.blob_hash)
             events = self.log.append([new_event(d, ctx, idempotency_key, request_digest)
                                       for d in decisions])
-            apply_events(conn, self.projectors, events)
+            self.project_appended(conn, events)
             if command.in_transaction is not None:
                 command.in_transaction(self.cas, events)
             recorded = _keyed_result(conn, events, idempotency_key)
@@ -264,6 +264,20 @@ class CommandHandler:
         if recorded is None:
             raise InternalError("the mutation committed but its result was not recorded")
         return Outcome(commit_seq=recorded[0], result_json=recorded[1], replayed=False)
+
+    def project_appended(self, conn: Any, events: Sequence[RecordedEvent]) -> None:
+        """Apply an append's events to the projectors. On a shared log the append may have stored
+        other hosts' events ahead of them and left their projection to this call (``taken_in``):
+        those and these are applied in one batch, as a page of the catch-up is, instead of two."""
+        taken_in = getattr(self.log, "taken_in", None)  # only a shared log takes events in
+        if taken_in is None:
+            apply_events(conn, self.projectors, events)
+            return
+        with taken_in() as before:
+            if not before:
+                apply_events(conn, self.projectors, events)
+                return
+            projection_sink(self.projectors)(conn, [*before, *events])
 
     def _record_noop(self, op: str, noop: NoOp, key: str, digest: str, at: str) -> Outcome:
         """Record the key of a mutation that commits nothing, pointing at the existing row."""

@@ -32,9 +32,14 @@ runs and commits that statement, and learns the outcome before its local commit.
 wrote nothing and reported the head: the put is decided again and, with the host's next few puts,
 sends the same statement on the head last seen and waits for it (a miss reports the head again),
 so the append lock is held only inside that statement; only after ``KNOWN_HEAD_TRIES`` misses
-does a put lock first.
+does a put lock first. A host whose writes took other hosts' events in within ``WRITING_S``
+does not guess either: they are likely still writing, and a wrong guess is found only after the
+put's local work, which is then done again.
 Pages of other hosts' events are applied as a batch (``prefetching_sink``: their blobs and purges
-in one round trip; the engine's sink indexes and embeds a page once).
+in one round trip; the engine's sink indexes a page once). Every append path ends in
+``_after_own_append``: what other hosts appended before the put is stored first, then the put's
+own events, and the last page of the former is left to the caller (``taken_in``), which projects
+it and its own events in one batch (``CommandHandler.project_appended``).
 
 Commit is PostgreSQL first, then local: the replica is always a prefix of the shared log, and a
 host that dies between the two simply catches up again. Outside a transaction ``head()`` is this
@@ -71,7 +76,6 @@ from memoree.eventlog.replica import (
     READ_WAIT_S,
     REPLICA_SYNCHRONOUS,
     PageSink,
-    apply_page,
     behind,
     catch_up,
     copy_side_records,
@@ -150,6 +154,10 @@ class SharedLog:
         # the next such append tries (``_append_on_known_head``).
         self._known_head: SharedCounters | None = None
         self.guesses = [0, 0]  # lone creations appended on a guessed head: tried, missed
+        # Other hosts' events an append stored ahead of this host's own and left for the caller
+        # to project with them (``taken_in``), with the page that read them.
+        self._held: tuple[list[RecordedEvent], SharedPage] | None = None
+        self._took_in_at = float("-inf")  # monotonic time this host's writes last took some in
         self.last_write = 0.0  # monotonic time of this host's last committed write
         self.lock_holds: deque[float] = deque(maxlen=100_000)  # seconds per write transaction
         # of which the shared commit (a lone creation: the append round trip, which commits)
@@ -184,6 +192,11 @@ class SharedLog:
         """Whether this host committed a write within the last ``WRITING_S``."""
         return time.monotonic() - self.last_write < WRITING_S
 
+    def _others_writing(self) -> bool:
+        """Whether this host's writes took in other hosts' events within the last ``WRITING_S``:
+        then a guess on its own head would likely miss after its local work (see ``append``)."""
+        return time.monotonic() - self._took_in_at < WRITING_S
+
     def close(self) -> None:
         if self.follower is not None:
             self.follower.stop()
@@ -197,18 +210,20 @@ class SharedLog:
         must advance together, or a writer would decide against projections behind its replica.
         """
         while True:
-            with self._local_write():
+            with self.local_transaction():
                 if has_projections(self.conn):
                     return
                 if catch_up(self.pg, self.conn, None, max_events=CATCH_UP_PAGE * 10) == 0:
                     return
 
     @contextmanager
-    def _local_write(self) -> Iterator[None]:
+    def local_transaction(self) -> Iterator[Any]:
+        """A write transaction on this host's file alone (catch-up, derived rows such as the
+        vectors' catch-up): it appends nothing, so no shared transaction goes with it."""
         with self.local_lock:
             self._begin_local()
             try:
-                yield
+                yield self.conn
             except BaseException:
                 self._rollback_local()
                 raise
@@ -251,11 +266,13 @@ class SharedLog:
             try:
                 self._checkpoints_before = local_counts(self.conn)[1]
                 yield self.conn
+                self._require_projected()
                 self._settle_guess()
                 self._push_checkpoints()
             except BaseException:
                 self._depth = 0
                 self._guess_sent_at = None
+                self._held = None
                 self.pg.rollback()
                 self._rollback_local()
                 self._release_lock()
@@ -266,6 +283,12 @@ class SharedLog:
             finally:
                 self._release_lock()
             self.last_write = time.monotonic()
+
+    def _require_projected(self) -> None:
+        """Other hosts' events left to the caller (``taken_in``) must be projected by now: else
+        the replica would hold events its projections skipped."""
+        if self._held is not None:
+            raise InternalError("other hosts' events taken in at an append were never projected")
 
     def _open_shared(self, *, catch_up_first: bool) -> None:
         """Catch up outside the append lock (unless told not to), then open the shared
@@ -331,23 +354,36 @@ class SharedLog:
         """Store other hosts' verified events (read in ``page``) in the replica and project them."""
         if foreign:
             store_replica(self.conn, foreign)
-            if self.apply is not None:
-                self.apply(self.conn, foreign, page)
+            self._project(foreign, page)
 
     def _take_in_through(self, head: LogHead, local: LogHead, page: SharedPage | None) -> None:
-        """Store and project, page by page and in order, other hosts' events from this host's
-        replica head ``local`` up to ``head`` (the position this host's own append followed),
-        read outside the append lock; ``page`` is the first page, when the append read it."""
+        """Store, page by page and in order, other hosts' events from this host's replica head
+        ``local`` up to ``head`` (the position this host's own append followed), read outside the
+        append lock; ``page`` is the first page, when the append read it. Each page is projected
+        once the next is read; the last is held for ``taken_in`` (when this host projects at all)."""
+        held: tuple[list[RecordedEvent], SharedPage] | None = None
+        self._took_in_at = time.monotonic()
         while local.commit_seq < head.commit_seq:
+            if held is not None:
+                self._project(*held)
             if page is None:
                 want = min(CATCH_UP_PAGE, head.commit_seq - local.commit_seq)
                 page = self.pg.read_page(local.commit_seq, want, through=head.commit_seq)
-            local, page = apply_page(self.conn, local, page, self.apply, head.commit_seq), None
+            foreign = verified_page(local, page.rows, head.commit_seq)
+            store_replica(self.conn, foreign)
+            held, page = (foreign, page), None
+            local = LogHead(foreign[-1].commit_seq, foreign[-1].hash)
         if local != head:
             raise IntegrityError(
                 f"the shared log's event {head.commit_seq} is not the one this host appended after",
                 details={"commit_seq": head.commit_seq},
                 hint="A changed event in the shared log is corruption: stop writers, run `memoree verify`.")
+        if self.apply is not None:
+            self._held = held
+
+    def _project(self, events: list[RecordedEvent], page: SharedPage) -> None:
+        if self.apply is not None:
+            self.apply(self.conn, events, page)
 
     def prepare_retry(self) -> None:
         """After ``StaleDecision``: inside a group, lock and catch up now (the retry then decides
@@ -426,8 +462,8 @@ class SharedLog:
             raise InternalError("append outside a write transaction")
         lone = self._depth == 1 and bool(events) and all(e.type in INDEPENDENT_CREATIONS for e in events)
         if lone and self._locked_depth is None:
-            if self._guess_skip:
-                self._guess_skip -= 1
+            if self._guess_skip or self._others_writing():
+                self._guess_skip = max(0, self._guess_skip - 1)
                 recorded = self._append_on_known_head(events)
             else:
                 recorded = self._append_on_guess(events)
@@ -453,23 +489,12 @@ class SharedLog:
         except (IdempotencyConflict, StreamVersionConflict) as exc:
             if behind_from is None:
                 raise
-            # Another host holds the key (a retry landing here?) or the stream: decide again on
-            # a caught-up host, where a retry of the same request replays its original result.
-            self._lock_first = True
-            raise StaleDecision("another host appended this write's idempotency key or stream; "
-                                "deciding again", details={"shared_seq": head.commit_seq}) from exc
-        if lone:
-            self.lock_commits.append(time.perf_counter() - started)
-            self._release_lock()
-            if behind_from is not None:  # other hosts' events precede this one here too
-                self._take_in_through(head, behind_from, page)
-            if self._locked.checkpoints > self._checkpoints_before:  # other hosts sealed meanwhile
-                copy_side_records(self.pg, self.conn, self._locked)
-                self._checkpoints_before = self._locked.checkpoints  # none of them is this host's
-        store_replica(self.conn, recorded)
-        if recorded:
-            self._shared_head = LogHead(recorded[-1].commit_seq, recorded[-1].hash)
-        return recorded
+            raise self._taken_elsewhere(head.commit_seq) from exc
+        if not lone:  # other hosts' events before it are in the replica and projections already
+            return self._store_own(recorded)
+        self.lock_commits.append(time.perf_counter() - started)
+        self._release_lock()
+        return self._after_own_append(recorded, behind_from or head, self._locked, page)
 
     def _append_on_guess(self, events: Sequence[NewEvent]) -> list[RecordedEvent] | None:
         """A lone creation on a host that was current at its last write: append after this host's
@@ -478,19 +503,16 @@ class SharedLog:
         None when the guess was wrong: nothing was written and the caller locks first."""
         local = replica_head(self.conn)
         noops, checkpoints = local_counts(self.conn)
+        guessed = SharedCounters(local.commit_seq, noops, checkpoints, local.hash)
         started = time.perf_counter()
         self.guesses[0] += 1
         try:
-            recorded = self.pg.append_on_guess(
-                events, SharedCounters(local.commit_seq, noops, checkpoints, local.hash),
-                wait=False)
+            recorded = self.pg.append_on_guess(events, guessed, wait=False)
         except HeadMoved as moved:  # another host is writing: for a while, longer at each miss,
             self._missed_guess(moved)  # append on the head last seen, waiting for the outcome
             return None
         self._guess_sent_at = started
-        store_replica(self.conn, recorded)
-        self._shared_head = LogHead(recorded[-1].commit_seq, recorded[-1].hash)
-        return recorded
+        return self._after_own_append(recorded, local, guessed)
 
     def _append_on_known_head(self, events: Sequence[NewEvent]) -> list[RecordedEvent] | None:
         """A lone creation while other hosts write: the same one statement, on the head this host
@@ -519,24 +541,56 @@ class SharedLog:
             except (IdempotencyConflict, StreamVersionConflict) as exc:
                 if known.seq == local.commit_seq:
                     raise
-                self._lock_first = True  # as on the locked path (see ``append``)
-                raise StaleDecision("another host appended this write's idempotency key or "
-                                    "stream; deciding again", details={"shared_seq": known.seq}) from exc
+                raise self._taken_elsewhere(known.seq) from exc
             self._known_head = None
             self._record_hold()
             if attempt == 0 and known.seq == local.commit_seq:  # nobody else wrote: guess again
                 self._guess_skip = self._guess_backoff = 0
-            head = LogHead(known.seq, known.hash)
-            if known.seq > local.commit_seq:
-                self._take_in_through(head, local, None)
-            if known.checkpoints > checkpoints:  # other hosts sealed meanwhile
-                copy_side_records(self.pg, self.conn, known)
-                self._checkpoints_before = known.checkpoints
-            store_replica(self.conn, recorded)
-            self._shared_head = LogHead(recorded[-1].commit_seq, recorded[-1].hash)
-            return recorded
+            return self._after_own_append(recorded, local, known)
         self._known_head = known
         return None
+
+    def _after_own_append(self, recorded: list[RecordedEvent], local: LogHead, shared: SharedCounters,
+                          page: SharedPage | None = None) -> list[RecordedEvent]:
+        """After a lone creation's append on the shared head ``shared`` (its counters): take in,
+        in order, other hosts' events from this host's replica head ``local`` up to it (``page``:
+        the first page, when the append read it), and the checkpoints other hosts sealed
+        meanwhile, then store this host's own events. The last page taken in is left for the
+        caller to project together with its own events (``taken_in``)."""
+        head = LogHead(shared.seq, shared.hash)
+        if local.commit_seq < head.commit_seq:
+            self._take_in_through(head, local, page)
+        if shared.checkpoints > self._checkpoints_before:  # none of them is this host's
+            copy_side_records(self.pg, self.conn, shared)
+            self._checkpoints_before = shared.checkpoints
+        return self._store_own(recorded)
+
+    def _store_own(self, recorded: list[RecordedEvent]) -> list[RecordedEvent]:
+        store_replica(self.conn, recorded)
+        if recorded:
+            self._shared_head = LogHead(recorded[-1].commit_seq, recorded[-1].hash)
+        return recorded
+
+    def _taken_elsewhere(self, shared_seq: int) -> StaleDecision:
+        """The decision of a write whose idempotency key or stream another host appended first,
+        unseen by this host (a retry landing here?): the next transaction locks first and decides
+        again on a caught-up host, where a retry of the same request replays its original result."""
+        self._lock_first = True
+        return StaleDecision("another host appended this write's idempotency key or stream; "
+                             "deciding again", details={"shared_seq": shared_seq})
+
+    @contextmanager
+    def taken_in(self) -> Iterator[list[RecordedEvent]]:
+        """Other hosts' events this transaction's append stored ahead of its own and left
+        unprojected (see ``_after_own_append``), their blobs and purges at hand meanwhile: the
+        caller projects them, then its own events, in one batch (``CommandHandler.project_appended``)."""
+        held, self._held = self._held, None
+        if held is None:
+            yield []
+            return
+        events, page = held
+        with self.cas.prefetched(events, page):
+            yield events
 
     def _record_hold(self) -> None:
         """The append lock's hold in a one-statement append, by PostgreSQL's clock."""
@@ -619,7 +673,7 @@ class SharedLog:
         try:
             shared = self.pg.counters()
             while self.apply is not None and behind(self.conn, shared) and time.monotonic() < deadline:
-                with self._local_write():
+                with self.local_transaction():
                     catch_up(self.pg, self.conn, self.apply, max_events=CATCH_UP_PAGE, shared=shared)
         except (MemoreeError, sqlite3.Error) as exc:
             logger().warning("shared_log_catch_up_failed", error=getattr(exc, "message", str(exc)))

@@ -14,10 +14,11 @@ purge bumps ``vector_state.generation`` (absent = 0), which tells a reader's in-
 The projector reads the index text the FTS projector wrote (so a purged body, which the FTS
 projector empties, is never embedded). It runs in one of two modes:
 
-* **in the mutation's transaction** (the default: replays, scratch builds, a shared log's hosts):
-  a write's vectors commit with it;
-* **catching up** (``lazy``, what an embedded store's engine uses): a write only marks the
-  projection as lagging (``vector_state.embedded_through``, the ``commit_seq`` through which the
+* **in the mutation's transaction** (the default: replays, scratch builds): a write's vectors
+  commit with it;
+* **catching up** (``lazy``, what every engine uses, ``memoree.service.engine.catching_up_vectors``;
+  on a shared log's host its follower's projector too, beside the engine's in the same file, so
+  both mark the one lag mark): a write only marks the projection as lagging (``vector_state.embedded_through``, the ``commit_seq`` through which the
   rows are complete, set by the first write after a catch-up), and ``catch_up`` later embeds every
   event after that mark in one batch, in a write transaction of its own that stores the rows and
   moves (or, once level with the log, deletes) the mark: rows and mark always commit together, so

@@ -5,9 +5,12 @@ with a warning), opens the database (0600) in WAL mode with ``synchronous=FULL``
 tables, rebuilds any projection whose code version changed and catches every projection up to the
 log's head. ``reindex`` drops projections and replays the log into them.
 
-With the embedded log, the vectors projection catches up after the writes instead of inside them
-(``projections.vectors``): ``catch_up_vectors`` embeds what lags, on open (after a crash), before
-a read that uses the dense channel, at close, and in the daemon when the writer is idle.
+The vectors projection catches up after the writes instead of inside them (``projections.vectors``):
+``catch_up_vectors`` embeds what lags, on open (after a crash), before a read that uses the dense
+channel, at close, and in the daemon when the writer is idle. A host of a shared log does the same
+(``catching_up_vectors``): its engine's projectors and its follower's, which write other hosts'
+events beside it, mark the one lag mark in the host's file, and the catch-up embeds every event
+after it in a local transaction (the rows are derived: nothing goes to the shared log).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from memoree.projections.base import (
 from memoree.projections.keys import recorded_epochs
 from memoree.service.logconfig import open_shared_log
 
-__all__ = ["DB_FILENAME", "Engine", "prepare_data_dir"]
+__all__ = ["DB_FILENAME", "Engine", "catching_up_vectors", "prepare_data_dir"]
 
 
 def prepare_data_dir(path: Path) -> list[str]:
@@ -58,6 +61,15 @@ def prepare_data_dir(path: Path) -> list[str]:
     except ForeignPath as exc:
         raise ConfigError(str(exc)) from None
     return warnings
+
+
+def catching_up_vectors(projectors: list[Projector]) -> list[Projector]:
+    """``projectors`` with their vectors projector catching up (``lazy``: a write only marks the
+    lag) instead of embedding in each write's transaction."""
+    for projector in projectors:
+        if projector.name == "vectors":
+            projector.lazy = True  # type: ignore[attr-defined]
+    return projectors
 
 
 class Engine:
@@ -94,10 +106,8 @@ class Engine:
         if self.shared is not None:
             self.log, self.cas = self.shared, self.shared.cas
         self.keys = KeyRing(self.data_dir / "keys")
-        self.projectors: list[Projector] = sync_projectors(self.cas)
+        self.projectors: list[Projector] = catching_up_vectors(sync_projectors(self.cas))
         self.vectors = next(p for p in self.projectors if p.name == "vectors")
-        # A shared log's hosts keep embedding in the transaction: their followers write beside it.
-        self.vectors.lazy = self.shared is None  # type: ignore[attr-defined]
         self.handler = CommandHandler(self.log, self.cas, self.projectors, clock=clock, new_id=id_factory,
                                       node_key=self.node_key)
         from memoree.eventlog.copies import scrub_dead_copies
@@ -109,7 +119,7 @@ class Engine:
         if self.shared is not None:
             # catch-up subscription: the follower feeds projectors of its own, on its own connection
             self.shared.follow(projection_sink(self.projectors),
-                               lambda cas: projection_sink(sync_projectors(cas)))
+                               lambda cas: projection_sink(catching_up_vectors(sync_projectors(cas))))
 
     @property
     def db_path(self) -> Path:
@@ -219,7 +229,11 @@ class Engine:
         from memoree.projections.vectors import embedded_through
 
         mark = embedded_through(self.conn)
-        return 0 if mark is None else self.head() - mark
+        return 0 if mark is None else self._local_head() - mark
+
+    def _local_head(self) -> int:
+        """The newest event in this file (a shared log's host: its replica's, asked of nobody else)."""
+        return self.conn.execute("SELECT coalesce(max(commit_seq), 0) FROM events").fetchone()[0]
 
     def catch_up_vectors(self, max_events: int | None = None) -> int:
         """Embed the events the vectors projection lags by (at most ``max_events``) in a write
@@ -228,17 +242,22 @@ class Engine:
 
         The transaction commits without an fsync (``synchronous=NORMAL`` for it alone): its rows
         are derived, a power cut can lose only them (WAL order: never a write acknowledged after
-        them), and the next open catches up again; a killed process loses nothing."""
+        them), and the next open catches up again; a killed process loses nothing. A shared log's
+        host writes the rows in a transaction of its file alone (``SharedLog.local_transaction``):
+        they go nowhere else, and its file never fsyncs on its own anyway."""
         if not getattr(self.vectors, "lazy", False) or self.log.in_transaction or not self.vectors_lag():
             return 0
         with storage_errors():
             synchronous = self.conn.execute("PRAGMA synchronous").fetchone()[0]
             self.conn.execute(f"PRAGMA synchronous = {min(int(synchronous), 1)}")
             try:
-                with self.log.transaction() as conn:
+                with self._derived_rows_transaction() as conn:
                     return self.vectors.catch_up(conn, max_events)  # type: ignore[attr-defined]
             finally:
                 self.conn.execute(f"PRAGMA synchronous = {int(synchronous)}")
+
+    def _derived_rows_transaction(self) -> Any:
+        return self.log.transaction() if self.shared is None else self.shared.local_transaction()
 
     def _catch_up_or_warn(self) -> None:
         """Catch the vectors up where opening or closing: a failure (a damaged log, a full disk)
