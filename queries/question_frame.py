@@ -11,16 +11,19 @@ query unit (it still finds candidates and counts toward qualification), but the 
 
 The list is closed and explicit, every inflection spelled out, because the word index's folding
 (``analysis.inflection_variants``) would also make content words of them ("typing" from "type",
-"longing" from "long", "user" from "use"). Pure: no I/O, no model.
+"longing" from "long", "user" from "use"). It also says which questions ask **when**
+(``asks_when``): their answer is a date, which a bundle can show only where it shows the source
+that carries it. Pure: no I/O, no model.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .analysis import QueryUnit
 
-__all__ = ["FRAME_WEIGHT", "FRAME_WORDS", "frame_weights", "is_frame_unit", "is_frame_word"]
+__all__ = ["FRAME_WEIGHT", "FRAME_WORDS", "asks_when", "frame_weights", "is_frame_unit", "is_frame_word"]
 
 FRAME_WEIGHT = 0.2
 
@@ -32,6 +35,8 @@ say says said saying share shares shared sharing tell tells told telling
 get gets got gotten getting take takes took taken taking make makes made making
 give gives gave given giving use uses used using think thinks thought thinking
 """.split())
+
+_WHEN = re.compile(r"^\W*when\b|\b(?:what|which) (?:year|month|date|day)\b|\bhow long ago\b", re.IGNORECASE)
 
 
 def is_frame_word(word: str) -> bool:
@@ -47,3 +52,9 @@ def is_frame_unit(unit: QueryUnit) -> bool:
 def frame_weights(units: Sequence[QueryUnit]) -> list[float]:
     """Each unit's share of its IDF in ranking: ``FRAME_WEIGHT`` for a frame unit, else 1."""
     return [FRAME_WEIGHT if is_frame_unit(unit) else 1.0 for unit in units]
+
+
+def asks_when(question: str) -> bool:
+    """A question about a time: it opens with "When", or asks "what year / month / date / day"
+    or "how long ago" (not "when" as a conjunction: "What did she do when it rained?")."""
+    return _WHEN.search(question) is not None

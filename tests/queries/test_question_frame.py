@@ -4,7 +4,7 @@ the words that name what it is about."""
 from __future__ import annotations
 
 from memoree.queries.analysis import analyze_query
-from memoree.queries.question_frame import FRAME_WEIGHT, frame_weights, is_frame_unit, is_frame_word
+from memoree.queries.question_frame import FRAME_WEIGHT, asks_when, frame_weights, is_frame_unit, is_frame_word
 
 
 class TestFrameWords:
@@ -25,3 +25,14 @@ class TestFrameWords:
         """Each unit's share of its IDF: the frame weight for frame words, 1 for the rest."""
         units = analyze_query("Which books did Caroline describe?").units
         assert frame_weights(units) == [1.0, 1.0, FRAME_WEIGHT]
+
+
+class TestWhen:
+    def test_questions_about_a_time_ask_when(self) -> None:
+        """An opening "When", "what year", "which month", "how long ago" ask for a time."""
+        assert all(map(asks_when, ("When did Mel paint a sunrise?", "What year did Jon move?",
+                                   "In which month did Ann run?", "How long ago was the trip?")))
+
+    def test_when_as_a_conjunction_does_not(self) -> None:
+        """"What did she do when it rained?" asks what, not when."""
+        assert not any(map(asks_when, ("What did she do when it rained?", "Whenever she sings, who listens?")))
