@@ -7,7 +7,9 @@ blockquote. Every byte counts, newlines included, and ``used_bytes`` never excee
 Claims are atomic (omitted, never cut); artifact excerpts may be cut at a line or code-point
 boundary and end with a fixed marker. The manifest says what was included, why, and how much;
 ``omitted_count`` counts byte-budget omissions only, while ``retrieval_truncated`` and the hints
-report the search's own truncation. Retrieved text is data, never instructions:
+report the search's own truncation. For a question asking when (``question_frame.asks_when``), a
+claim whose source no section above shows quotes that source's title, where a session's date
+is. Retrieved text is data, never instructions:
 ``content_is_untrusted`` is always true and risk signals are the fixed lists of ``queries.risk``.
 """
 
@@ -29,9 +31,11 @@ from memoree.projections.records import OwnerContext
 from memoree.projections.text import floor_char_boundary
 
 from .admission import admitted_claims
+from .candidates import TABLES
 from .memo import DigestMemo, text_digest
 from .passages import MAX_PASSAGE_BYTES, Passage, PassageScorer, bm25_sum, chunk_bytes
 from .recall import ConflictSummary, evidence_citation, open_conflicts
+from .question_frame import asks_when
 from .risk import hit_risk_signals
 from .search import (
     BROADEN_HINT,
@@ -46,6 +50,7 @@ from .search import (
     run_search,
     run_semantic,
 )
+from .semantic import DenseTable, visible_revisions
 from .soft_match import SoftMatcher, coverage_terms
 
 __all__ = ["ContextBuildResult", "ManifestItem", "blockquote", "context_build", "render"]
@@ -61,7 +66,9 @@ TRUNCATION_MARKER = "\n> … [excerpt truncated; fetch the exact cited revision]
 NO_EXCERPT_NOTICE = "No text excerpt is available. Fetch the exact cited artifact revision.\n"
 MAX_QUOTED_TITLE_BYTES = 256
 CONTEXT_SHARE = 0.5
-TITLE_SHARE = 0.5
+# A title's units weigh 1.5 times a line's own: measured on LoCoMo dev (0.5 → 1.5: coverage at
+# 2,000 bytes +0.005, each chat chosen out of the other four the same or higher).
+TITLE_SHARE = 1.5
 # A transcript line: an optional bracketed label (``[D1:3]``, ``[10:42]``), a speaker, a colon.
 SPEAKER_LINE = re.compile(r"(?:\[[^\]\n]{1,40}\][ \t]*)?([^\W\d_][\w .'-]{0,40}?):[ \t]")
 OTHER_SPEAKER_SHARE = 0.5
@@ -167,9 +174,11 @@ def _risk_line(risk: list[str]) -> str:
     return f"Risk signals: {', '.join(risk)}\n" if risk else ""
 
 
-def claim_block(hit: SearchHit, risk: list[str], evidence_text: tuple[str, str] | None) -> str:
+def claim_block(hit: SearchHit, risk: list[str], evidence_text: tuple[str, str] | None,
+                source_title: str | None = None) -> str:
     """A claim: its citation and type, its status when it is not plainly current, its evidence
-    citations, the quoted statement and, when given, the quoted text of its evidence passage."""
+    citations, when given the quoted title of its evidence's source (a session's date), the
+    quoted statement and, when given, the quoted text of its evidence passage."""
     state = hit.provenance.get("temporal_state", "unknown")
     current = bool(hit.provenance.get("is_current"))
     status = ""
@@ -184,8 +193,9 @@ def claim_block(hit: SearchHit, risk: list[str], evidence_text: tuple[str, str] 
     passage = ""
     if evidence_text is not None:
         passage = f"Evidence {BT}{shown}{BT}:\n{blockquote(evidence_text[1])}\n"
+    source = f"Evidence title:\n{quoted_title(source_title)}\n" if source_title else ""
     return (f"\n## Retrieved claim\n{BT}{hit.citation}{BT} "
-            f"({hit.provenance.get('claim_type', 'claim')})\n{status}{evidence}{_risk_line(risk)}"
+            f"({hit.provenance.get('claim_type', 'claim')})\n{status}{evidence}{source}{_risk_line(risk)}"
             f"{blockquote(hit.excerpt)}\n{passage}")
 
 
@@ -280,6 +290,7 @@ class _Section:
     passages: list[Passage] = field(default_factory=list)
     evidence_span: tuple[str, int, int] | None = None
     included: int = 0
+    source: tuple[str, str] | None = None  # a claim's evidence source shown: (revision, title)
 
     def text(self) -> str:
         if self.hit.entity_type == "claim":
@@ -551,14 +562,16 @@ def _overlaps(passage: Passage, revision_id: str, shown: list[tuple[str, int, in
 
 
 def pack(conn: Any, run: SearchRun, budget: int, query: str = "",
-         admitted: Sequence[SearchHit] = ()) -> list[_Section]:
+         admitted: Sequence[SearchHit] = (), titles: dict[str, str] | None = None) -> list[_Section]:
     """Choose evidence greedily, best first, while it fits ``budget`` bytes (exactly counted):
     claims (citations and statement) and artifact passages compete on one score, and a passage
     a shown claim cites is not repeated; an active claim whose evidence lines are shown
     already waits until everything else had its chance (it would restate those lines, not add
     evidence); then, with what is left, claims bring their evidence passage's text (which their
     artifact's section then no longer shows). A bundle holds at most the request's ``limit``
-    sections: claims admitted from beyond the hits compete with the hits for those slots."""
+    sections: claims admitted from beyond the hits compete with the hits for those slots.
+    ``titles`` (a question asking when: the titles of the claims' sources, ``source_titles``):
+    a claim whose source no section above shows quotes that source's title, where the date is."""
     sections: dict[int, _Section] = {}
     order: list[_Section] = []
     blocks: dict[int, tuple[str, list[str]]] = {}
@@ -584,9 +597,12 @@ def pack(conn: Any, run: SearchRun, budget: int, query: str = "",
                 risk = hit_risk_signals(hit.title, hit.excerpt)
                 blocks[item.rank] = (claim_block(hit, risk, None), risk)
             text, risk = blocks[item.rank]
+            source = _unshown_source(hit, titles, order)
+            if source is not None:
+                text = claim_block(hit, risk, None, source[1])
             if _size(text) > budget - used:
                 continue
-            section = _Section(hit, item.rank, risk, header=text, included=_size(hit.excerpt))
+            section = _Section(hit, item.rank, risk, header=text, included=_size(hit.excerpt), source=source)
             sections[item.rank] = section
             order.append(section)
             used += _size(text)
@@ -619,6 +635,33 @@ def pack(conn: Any, run: SearchRun, budget: int, query: str = "",
             used += cost
     _add_evidence_text(conn, order, budget - used)
     return order
+
+
+def _unshown_source(claim: SearchHit, titles: dict[str, str] | None,
+                    above: list[_Section]) -> tuple[str, str] | None:
+    """The claim's first evidence source and its title, when ``titles`` has it and no section
+    above shows that title (the source's own section, or another claim quoting it)."""
+    spans = _cited_spans(claim)
+    if not titles or not spans or spans[0][0] not in titles:
+        return None
+    revision = spans[0][0]
+    if any(s.hit.revision_id == revision or (s.source is not None and s.source[0] == revision) for s in above):
+        return None
+    return revision, titles[revision]
+
+
+def source_titles(scope: ReadScope, run: SearchRun, claims: Sequence[SearchHit],
+                  include_historical: bool = False) -> dict[str, str]:
+    """The titles of the claims' first evidence sources that this request sees (nothing outside
+    its horizon and filters is quoted), by revision."""
+    revisions = {spans[0][0] for spans in map(_cited_spans, claims) if spans}
+    table = TABLES["artifact"]
+    filters = table.filters(scope.ambient, scope.pins, scope.now, run.horizon, include_historical)
+    visible = sorted(visible_revisions(scope.conn, DenseTable(table, filters, []), revisions))
+    if not visible:
+        return {}
+    marks = ",".join("?" * len(visible))
+    return dict(scope.conn.execute(f"SELECT id, title FROM artifact_revisions WHERE id IN ({marks})", visible))
 
 
 def _then_deferred(items: list[_Item], deferred: list[_Item]) -> Iterator[tuple[_Item, bool]]:
@@ -659,7 +702,8 @@ def _add_evidence_text(conn: Any, order: list[_Section], room: int) -> None:
         if found is None:
             continue
         revision_id, start, end, text = found
-        block = claim_block(section.hit, section.risk, (f"#{start}-{end}", text))
+        block = claim_block(section.hit, section.risk, (f"#{start}-{end}", text),
+                            section.source[1] if section.source else None)
         freed = 0
         duplicate = shown.get((revision_id, start, end))
         if duplicate is not None:
@@ -710,9 +754,10 @@ def _covers(section: _Section, hit: SearchHit) -> bool:
 
 
 def render(conn: Any, run: SearchRun, conflicts: list[ConflictSummary], max_bytes: int,
-           query: str = "", admitted: Sequence[SearchHit] = ()) -> tuple[str, list[ManifestItem], int]:
+           query: str = "", admitted: Sequence[SearchHit] = (),
+           titles: dict[str, str] | None = None) -> tuple[str, list[ManifestItem], int]:
     """(markdown, manifest, omitted_count) for the run's hits (and the ``admitted`` claims)
-    within ``max_bytes``; ``omitted_count`` counts the hits left out."""
+    within ``max_bytes``; ``omitted_count`` counts the hits left out; ``titles``: see ``pack``."""
     page = _Page(max_bytes)
     if not page.fits(HEADER):
         data = HEADER.encode("utf-8")
@@ -720,7 +765,7 @@ def render(conn: Any, run: SearchRun, conflicts: list[ConflictSummary], max_byte
         return page.text, [], len(run.hits)
     page.add(HEADER)
     _render_conflicts(page, conflicts)
-    sections = pack(conn, run, page.remaining, query, admitted)
+    sections = pack(conn, run, page.remaining, query, admitted, titles)
     for section in sections:
         page.add(section.text())
     manifest = [_manifest_item(section) for section in sections]
@@ -740,7 +785,10 @@ def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResul
         claim_ids = [hit.entity_id for hit in run.hits if hit.entity_type == "claim"]
         conflicts, _ = open_conflicts(scope.conn, claim_ids, scope.ambient, inp.horizon)
         admitted = admitted_claims(scope, run)
-        markdown, manifest, omitted = render(scope.conn, run, conflicts, inp.max_bytes, inp.query, admitted)
+        titles = source_titles(scope, run, [*run.hits, *admitted], inp.include_historical) \
+            if asks_when(inp.query) else None
+        markdown, manifest, omitted = render(scope.conn, run, conflicts, inp.max_bytes, inp.query,
+                                             admitted, titles)
     return ContextBuildResult(
         content_is_untrusted=True, query=inp.query, max_bytes=inp.max_bytes,
         used_bytes=_size(markdown), rendered_markdown=markdown,

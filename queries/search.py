@@ -5,8 +5,9 @@ per entity table, the units' in-horizon match lists (``candidates``) give horizo
 qualification (`lexical_qualification_v2`) and the lexical score; the typo channel
 (``typo``) adds candidates for words the horizon lacks; ``fusion`` merges the per-channel ranks
 (`tiered_rrf_v2`) and applies `bounded_recency_v1`; conflict retention, truncation and hints
-follow; ``passages`` cites each kept artifact hit by its matching passage. The `search` op
-returns unqualified candidates too; recall, context.build and probe use
+follow; ``passages`` cites each kept artifact hit by its matching passage. A question's frame
+words (``question_frame``: "kind", "describe", "make") rank at a share of their IDF. The
+`search` op returns unqualified candidates too; recall, context.build and probe use
 ``run_search(qualified_only=True)`` and the unqualified candidate partition it reports. The
 dense channel (`local_dense_context_v3`, ``semantic``) joins as one more ``fusion.Channel``
 where the local model is installed and the request leaves it on; the cross-encoder and cited
@@ -50,6 +51,7 @@ from .candidates import (
 )
 from .fusion import CHANNELS, MAX_PROMOTION, WITH_SEMANTIC, _promote, apply_recency, fuse, qualification_rank
 from .passages import CITATION_SPAN_LABEL, Passage, PassageScorer, attach_citations, claim_citation
+from .question_frame import frame_weights
 from memoree.projections.records import OwnerContext
 from .semantic import DenseTable, add_dense_candidates, channel_ready, cite_dense_only, dense_passages, fully_covered
 from .typo import fuzzy_qualify, typo_idf, typo_units
@@ -307,7 +309,8 @@ def table_candidates(scope: ReadScope, analysis: AnalyzedQuery, table: Table, ho
     filters = table.filters(scope.ambient, scope.pins, scope.now, horizon.name, include_historical)
     horizon = table_horizon(conn, table.entity_type, horizon)
     matches = match_units(conn, table, horizon, analysis, scope.pins, expressions)
-    idf = [unit_idf(matches.df(i), matches.doc_count) for i in range(len(analysis.units))]
+    idf = [unit_idf(matches.df(i), matches.doc_count) * share
+           for i, share in enumerate(frame_weights(analysis.units))]
     pool: dict[tuple[str, str], Candidate] = {}
     for candidate, score in lexical_candidates(conn, table, filters, matches, idf, candidate_limit):
         candidate.lexical_candidate, candidate.lexical_score = True, score

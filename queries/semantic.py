@@ -46,7 +46,8 @@ from .candidates import (
 )
 from .passages import Passage, chunk_bytes
 
-__all__ = ["DenseTable", "add_dense_candidates", "cite_dense_only", "dense_passages", "fully_covered"]
+__all__ = ["DenseTable", "add_dense_candidates", "cite_dense_only", "dense_passages", "fully_covered",
+           "visible_revisions"]
 
 CLAIM_POOL_FLOOR = 16
 VOUCHED_MEMO = 16
@@ -236,7 +237,7 @@ def _claim_texts(conn: Any, sources: DenseTable, claims: Sequence[Candidate]) ->
     """Each claim's statement with the title and cited text of its evidence that this request
     sees (each cited span read up to ``EVIDENCE_TEXT_BYTES``; a reference without a span, its
     text's start): nothing outside the caller's horizon is scored into an answer."""
-    visible = _visible_revisions(conn, sources, {ref["revision_id"] for c in claims
+    visible = visible_revisions(conn, sources, {ref["revision_id"] for c in claims
                                                  for ref in c.evidence[:EVIDENCE_REFS] if ref.get("revision_id")})
     refs = [(i, ref["revision_id"], ref.get("start_byte"), ref.get("end_byte"))
             for i, c in enumerate(claims) for ref in c.evidence[:EVIDENCE_REFS] if ref.get("revision_id") in visible]
@@ -255,7 +256,7 @@ def _claim_texts(conn: Any, sources: DenseTable, claims: Sequence[Candidate]) ->
     return ["\n".join([c.statement, *found.get(i, [])]) for i, c in enumerate(claims)]
 
 
-def _visible_revisions(conn: Any, sources: DenseTable, revisions: set[str]) -> set[str]:
+def visible_revisions(conn: Any, sources: DenseTable, revisions: set[str]) -> set[str]:
     """Which of these artifact revisions the request's filters let it see."""
     if not revisions:
         return set()

@@ -11,7 +11,8 @@ serve two callers, each with the words, weights and rules its figures were measu
 * **coverage** (``SoftMatcher``, ``coverage_terms``; ``queries.context_build`` orders its best
   candidate lines by it): words folded as the word index folds them, without this module's
   ``COVERAGE_STOPWORDS`` and numbers, terms of at least ``MIN_TERM_CHARS`` characters, weights
-  given by the caller (the candidate lines' IDF), matches at most 1. A line that says "single
+  given by the caller (the candidate lines' IDF), matches at most 1; a question's frame words
+  (``queries.question_frame``: "kind", "describe") are not terms. A line that says "single
   parent" comes nearer "relationship status" than one that only names the speaker.
 * **judgement** (``query_terms``, ``soft_scores``; ``queries.semantic``'s word-by-word acceptance):
   a question's letter words casefolded, without ``analysis.STOPWORDS`` and identifier-like pieces
@@ -42,6 +43,7 @@ from memoree.projections.embedding import load_model
 from .analysis import ENGLISH_STOPWORDS, STOPWORDS, is_identifier_like
 from .memo import DigestMemo, text_digest
 from .passages import folded_words
+from .question_frame import is_frame_word
 
 __all__ = ["QueryTerms", "SoftMatcher", "content_words", "coverage_terms", "letter_words",
            "max_sim", "query_terms", "soft_scores"]
@@ -190,11 +192,12 @@ def _take_credit(occurrences: Any, texts: Sequence[tuple[str, ...]], starts: Any
 
 def coverage_terms(words: Sequence[str]) -> list[str]:
     """The words of ``words`` that are coverage terms: content words of at least
-    ``MIN_TERM_CHARS`` characters, once each."""
+    ``MIN_TERM_CHARS`` characters that are not a question's frame words
+    (``question_frame``), once each."""
     terms: list[str] = []
     for word in words:
         for part in content_words(word):
-            if len(part) >= MIN_TERM_CHARS and part not in terms:
+            if len(part) >= MIN_TERM_CHARS and not is_frame_word(part) and part not in terms:
                 terms.append(part)
     return terms
 

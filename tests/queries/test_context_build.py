@@ -222,3 +222,42 @@ class TestSoftCoverage:
             lexical = call.ok("context.build", request)["result"]
         assert off["rendered_markdown"] == lexical["rendered_markdown"]
         assert off["manifest"] == lexical["manifest"] and "disabled" == off["semantic"]["state"]
+
+
+class TestDates:
+    """A question asking when gets the date of each claim's source: a claim whose source no
+    section above shows quotes that source's title."""
+
+    def seed(self, call: Caller, context: dict[str, Any] | None = None) -> None:
+        source = put(call, "Pixel came home today.", title="Session 1: 8 May, 2023",
+                     **({"context": context} if context else {}))
+        claim(call, "Bo adopted a kitten", evidence=[{"artifact_id": source["artifact_id"],
+                                                      "revision_id": source["revision_id"],
+                                                      "start_byte": 0, "end_byte": 22}])
+
+    def test_a_when_question_shows_the_claims_source_title(self, call: Caller) -> None:
+        """The claim's source is no hit, so the claim quotes its title, where the date is."""
+        self.seed(call)
+        markdown = build(call, "When did Bo adopt a kitten?", max_bytes=2000)["rendered_markdown"]
+        assert "Evidence title:\n> Session 1: 8 May, 2023\n" in markdown
+
+    def test_other_questions_do_not_spend_bytes_on_it(self, call: Caller) -> None:
+        """"What did Bo adopt?" asks no date: the claim renders as before."""
+        self.seed(call)
+        assert "Evidence title:" not in build(call, "What did Bo adopt?", max_bytes=2000)["rendered_markdown"]
+
+    def test_a_title_shown_above_is_not_repeated(self, call: Caller) -> None:
+        """When the source's own section comes first, the claim below it does not quote the title again."""
+        self.seed(call)
+        markdown = build(call, "When did Bo adopt a kitten? Pixel came home today",
+                         max_bytes=4000)["rendered_markdown"]
+        assert markdown.index("## Retrieved artifact") < markdown.index("## Retrieved claim")
+        assert "Evidence title:" not in markdown and 1 == markdown.count("> Session 1: 8 May, 2023")
+
+    def test_a_source_the_request_cannot_see_is_not_quoted(self, call: Caller) -> None:
+        """A claim citing another project's session quotes no title from outside the horizon."""
+        from tests.queries.test_search import SIBLING
+
+        self.seed(call, context=SIBLING)
+        markdown = build(call, "When did Bo adopt a kitten?", max_bytes=2000)["rendered_markdown"]
+        assert "## Retrieved claim" in markdown and "Session 1" not in markdown

@@ -110,6 +110,16 @@ class TestQualification:
         hit = search(call, "retries policy")["hits"][0]
         assert (["retries", "policy"], 2) == (hit["ranking"]["matched_terms"], hit["ranking"]["matched_unit_count"])
 
+    def test_frame_words_rank_below_the_words_a_question_is_about(self, call: Caller) -> None:
+        """A line that shares the question's frame ("kind", "make") ranks below one that shares
+        its subject ("pot"), though it matches more units."""
+        put(call, "Mel said it was kind of her to make tea", title="frame")
+        put(call, "Mel painted a pot", title="subject")
+        put(call, "Mel went hiking", title="other")
+        hits = search(call, "What kind of pot did Mel make?")["hits"]
+        assert ["subject", "frame"] == [h["title"] for h in hits if h["ranking"]["qualified"]]
+        assert 3 == next(h for h in hits if h["title"] == "frame")["ranking"]["matched_unit_count"]
+
     def test_bad_queries_and_bounds_are_invalid_requests(self, call: Caller) -> None:
         """Empty queries, limits outside 1..100 and unknown recency fields are rejected."""
         for payload in ({"query": "   "}, {"query": "x", "limit": 0}, {"query": "x", "limit": 101},

@@ -55,6 +55,10 @@ class TestWords:
         """The "s" of a possessive is not a term; a term is kept once."""
         assert ["caroline", "relationship", "status"] == coverage_terms(["caroline", "s", "relationship", "status", "Status"])
 
+    def test_coverage_terms_leave_out_the_questions_frame_words(self) -> None:
+        """"kind" and "make" frame the question; what it asks about is the pot."""
+        assert ["pot", "mel"] == coverage_terms(["kind", "pot", "mel", "make"])
+
     def test_letter_words_are_casefolded_distinct_runs_of_letters_up_to_a_limit(self) -> None:
         """Digits, underscores and one-letter runs split or go; stopwords stay; the first ``limit`` are kept."""
         assert ("the", "vault", "keys", "rotate") == letter_words("The vault_keys rotate x 2024 VAULT Keys")
