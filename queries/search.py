@@ -89,6 +89,7 @@ BASE_RETRIEVAL_MODE = (
 MAX_CANDIDATE_PARTITION = 16
 CANDIDATES_PER_LIMIT_SLOT = 8
 DENSE_PER_LIMIT_SLOT = 2
+BUNDLE_MIN_ARTIFACTS = 2
 
 
 REFINE_HINT = ("More matches exist than the limit of {limit}. Refine the query or explicitly raise "
@@ -356,7 +357,9 @@ def run_search(
 
     ``with_candidates`` also cites and returns the unqualified candidate partition (probe and
     recall candidates); otherwise only its counts are reported. ``every_passage`` scores the
-    passages of every matching chunk of each artifact hit (context.build packs them).
+    passages of every matching chunk of each artifact hit (context.build packs them), and the
+    window then holds at least ``BUNDLE_MIN_ARTIFACTS`` artifacts where enough qualify
+    (``with_artifact_floor``).
     """
     check_reason(reason)
     check_limit("limit", limit, limits.MAX_SEARCH_ITEMS)
@@ -383,7 +386,8 @@ def run_search(
         partition = []
     window = [c for c in ranked if c.qualified] if qualified_only else ranked
     truncated = len(window) > limit
-    window = _retain_conflicts(window, limit)[:limit]
+    window = _retain_conflicts(window, limit)
+    window = with_artifact_floor(window, limit, BUNDLE_MIN_ARTIFACTS if every_passage else 0)
     for position, c in enumerate(window, 1):
         c.final_position = position
     scorer = PassageScorer(analysis, _shared_idf(runs, analysis), _corrections(runs))
@@ -465,6 +469,31 @@ def _retain_conflicts(hits: list[Candidate], limit: int) -> list[Candidate]:
         window[replaceable[-1]] = c
         c.retained_for_conflict = True
     return window + [c for c in rest if not c.retained_for_conflict]
+
+
+def with_artifact_floor(ranked: list[Candidate], limit: int, floor: int) -> list[Candidate]:
+    """The first ``limit`` of ``ranked``, where the next artifacts beyond them take the places of
+    the lowest claims until the window holds ``floor`` artifacts, at most half of it (or no
+    claim can give way).
+
+    For a bundle: claims are short and often match a question's words better than any session
+    does, so ten of them can fill a window whose one session shows little; a second session
+    brings lines no claim restates (measured on LoCoMo: multi-hop and temporal gain), and a claim
+    that gave way can still compete as one admitted from beyond the window
+    (``queries.admission``). A claim in the exact tier or kept for its conflict never gives way.
+    """
+    window, rest = list(ranked[:limit]), ranked[limit:]
+    missing = min(floor, limit // 2) - sum(1 for c in window if c.entity_type == "artifact")
+    if missing <= 0:
+        return window
+    for artifact in [c for c in rest if c.entity_type == "artifact"][:missing]:
+        yielding = [i for i, c in enumerate(window) if c.entity_type == "claim" and not c.exact_tier
+                    and c.status != "conflicted" and not c.retained_for_conflict]
+        if not yielding:
+            break
+        del window[yielding[-1]]
+        window.append(artifact)
+    return window
 
 
 def _matched_by(c: Candidate, recency: bool) -> list[str]:

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from memoree.cli.app import app
 from memoree.eventlog.timefmt import format_instant
 from memoree.projections.records import OwnerContext
-from memoree.queries.search import MAX_PROMOTION, Candidate, _promote, qualification_rank
+from memoree.queries.search import MAX_PROMOTION, Candidate, _promote, qualification_rank, with_artifact_floor
 from memoree.service.service import Service
 from tests.conftest import CTX, Caller
 
@@ -445,3 +445,47 @@ class TestCommandLine:
         assert fetched["content"] == hit["excerpt"]
         broadened = runner.invoke(app, [*base, "search", "retry", "--horizon", "workspace"], env=env)
         assert 2 == broadened.exit_code
+
+
+def _ranked(kinds: str) -> list[Candidate]:
+    """Candidates in rank order, ``a`` an artifact and ``c`` a claim each, all qualified."""
+    made = []
+    for index, kind in enumerate(kinds):
+        entity_type = "artifact" if kind == "a" else "claim"
+        made.append(Candidate(entity_type=entity_type, entity_id=f"{kind}{index}", revision_id=f"r{index}",
+                              doc_id=index, commit_seq=index, title="t", status="active",
+                              owner=OwnerContext(workspace_id="w", project_id="p", pins=[]),
+                              revision_created_at="", is_current_revision=True, kind="note"))
+    return made
+
+
+class TestArtifactFloor:
+    """A bundle's window keeps room for a second session when claims would fill it."""
+
+    def test_the_next_artifact_takes_the_lowest_claims_place(self) -> None:
+        """Nine claims and one artifact in a window of ten: the next artifact replaces the last claim."""
+        ranked = _ranked("ccccacccccca")
+        window = with_artifact_floor(ranked, 10, 2)
+        assert [c.entity_id for c in window] == [c.entity_id for c in ranked[:9]] + ["a11"]
+
+    def test_no_floor_and_a_full_floor_keep_the_first_limit(self) -> None:
+        """Without a floor, or with enough artifacts already, the window is the first ``limit`` hits."""
+        ranked = _ranked("cacaccccccca")
+        assert with_artifact_floor(ranked, 10, 0) == ranked[:10]
+        assert with_artifact_floor(ranked, 10, 2) == ranked[:10]
+
+    def test_exact_tier_and_conflicted_claims_never_give_way(self) -> None:
+        """Only an ordinary claim yields its place; with none left the window stays short of the floor."""
+        ranked = _ranked("ccccccaa")
+        ranked[0].exact_tier = True
+        ranked[1].status = "conflicted"
+        ranked[2].retained_for_conflict = True
+        assert with_artifact_floor(ranked[:3] + ranked[6:], 3, 2) == ranked[:3]
+        ranked[2].retained_for_conflict = False
+        assert [c.entity_id for c in with_artifact_floor(ranked, 6, 3)] == ["c0", "c1", "c2", "c3", "a6", "a7"]
+
+    def test_the_floor_takes_at_most_half_the_window(self) -> None:
+        """A window of one keeps its claim, and one of three gives a single place to an artifact."""
+        ranked = _ranked("cccaa")
+        assert with_artifact_floor(ranked, 1, 2) == ranked[:1]
+        assert [c.entity_id for c in with_artifact_floor(ranked, 3, 2)] == ["c0", "c1", "a3"]
