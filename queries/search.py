@@ -89,7 +89,6 @@ BASE_RETRIEVAL_MODE = (
 MAX_CANDIDATE_PARTITION = 16
 CANDIDATES_PER_LIMIT_SLOT = 8
 DENSE_PER_LIMIT_SLOT = 2
-BUNDLE_MIN_ARTIFACTS = 2
 
 
 REFINE_HINT = ("More matches exist than the limit of {limit}. Refine the query or explicitly raise "
@@ -352,14 +351,15 @@ def run_search(
     with_candidates: bool = False,
     semantic: bool = True,
     every_passage: bool = False,
+    min_artifacts: int = 0,
 ) -> SearchRun:
     """Run the §5 pipeline; ``qualified_only`` drops unqualified hits (recall/context/probe).
 
     ``with_candidates`` also cites and returns the unqualified candidate partition (probe and
     recall candidates); otherwise only its counts are reported. ``every_passage`` scores the
-    passages of every matching chunk of each artifact hit (context.build packs them), and the
-    window then holds at least ``BUNDLE_MIN_ARTIFACTS`` artifacts where enough qualify
-    (``with_artifact_floor``).
+    passages of every matching chunk of each artifact hit (context.build packs them).
+    ``min_artifacts``: the window holds at least that many artifacts where enough qualify, at
+    most half of it (``with_artifact_floor``; context.build asks for a floor, search does not).
     """
     check_reason(reason)
     check_limit("limit", limit, limits.MAX_SEARCH_ITEMS)
@@ -387,7 +387,7 @@ def run_search(
     window = [c for c in ranked if c.qualified] if qualified_only else ranked
     truncated = len(window) > limit
     window = _retain_conflicts(window, limit)
-    window = with_artifact_floor(window, limit, BUNDLE_MIN_ARTIFACTS if every_passage else 0)
+    window = with_artifact_floor(window, limit, min_artifacts)
     for position, c in enumerate(window, 1):
         c.final_position = position
     scorer = PassageScorer(analysis, _shared_idf(runs, analysis), _corrections(runs))
