@@ -53,7 +53,7 @@ from .search import (
 from .semantic import DenseTable, visible_revisions
 from .soft_match import SoftMatcher, coverage_terms
 
-__all__ = ["ContextBuildResult", "ManifestItem", "blockquote", "context_build", "render"]
+__all__ = ["ContextBuildResult", "ManifestItem", "blockquote", "bundle_search", "context_build", "render"]
 
 BT = "`"
 HEADER = (
@@ -776,15 +776,22 @@ def render(conn: Any, run: SearchRun, conflicts: list[ConflictSummary], max_byte
     return page.text, manifest, len(run.hits) - sum(1 for s in sections if s.rank < len(run.hits))
 
 
+def bundle_search(scope: ReadScope, query: str, **options: Any) -> SearchRun:
+    """The search a bundle packs: qualified hits only, every matching passage of each artifact
+    scored, and at least ``BUNDLE_MIN_ARTIFACTS`` sessions in the window; ``options`` are
+    ``run_search``'s request fields."""
+    return run_search(scope, query=query, qualified_only=True, every_passage=True,
+                      min_artifacts=BUNDLE_MIN_ARTIFACTS, **options)
+
+
 def context_build(scope: ReadScope, inp: ContextBuildInput) -> ContextBuildResult:
     if inp.max_bytes < 0:
         raise InvalidRequest("max_bytes must not be negative")
     with read_snapshot(scope.conn):
-        run = run_search(
-            scope, query=inp.query, horizon=inp.horizon, reason=inp.reason, limit=inp.limit,
+        run = bundle_search(
+            scope, inp.query, horizon=inp.horizon, reason=inp.reason, limit=inp.limit,
             include_historical=inp.include_historical, min_commit_seq=inp.min_commit_seq,
-            recency=inp.recency.enabled, qualified_only=True, every_passage=True,
-            min_artifacts=BUNDLE_MIN_ARTIFACTS, semantic=inp.semantic.enabled,
+            recency=inp.recency.enabled, semantic=inp.semantic.enabled,
         )
         claim_ids = [hit.entity_id for hit in run.hits if hit.entity_type == "claim"]
         conflicts, _ = open_conflicts(scope.conn, claim_ids, scope.ambient, inp.horizon)

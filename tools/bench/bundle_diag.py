@@ -6,9 +6,9 @@
 Loads the conversations the way ``memoree eval`` does (``memoree.admin.locomo``) into a scratch
 store, asks every scored question (categories 1-4) through the real ``context.build`` op, and
 scores the answer with the evaluation's rule. Then, for the same question, it rebuilds the
-bundle's candidate items in process (``run_search`` as the op runs it, the admitted claims,
-``context_build.evidence_items``: the ranked list the packer walks) and puts every gold turn in
-one place:
+bundle's candidate items in process (``context_build.bundle_search``, the op's own search; the
+admitted claims; ``context_build.evidence_items``: the ranked list the packer walks) and puts
+every gold turn in one place:
 
 * ``in_bundle``: the answer holds it (text or citation, the scoring rule);
 * ``cut``: an item holding it ranks above the last item the bundle shows, yet it is not shown
@@ -39,8 +39,8 @@ from memoree.admin.locomo_data import CATEGORIES, Conversation, Question, read_d
 from memoree.admin.locomo_scoring import answer_from_result, found_turns
 from memoree.eventlog.events import Scope
 from memoree.queries.admission import admitted_claims
-from memoree.queries.context_build import evidence_items
-from memoree.queries.search import ReadScope, read_snapshot, run_search
+from memoree.queries.context_build import bundle_search, evidence_items
+from memoree.queries.search import ReadScope, read_snapshot
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "eval" / "locomo-dev"
 PLACES = ("in_bundle", "cut", "far_down", "no_candidate_session_hit", "no_candidate_session_beyond")
@@ -116,7 +116,7 @@ class Diagnosis:
     def candidates(self, question: str) -> tuple[Candidates, list[Any]]:
         scope = self.scope()
         with read_snapshot(scope.conn):
-            run = run_search(scope, query=question, qualified_only=True, every_passage=True)
+            run = bundle_search(scope, question)
             items = evidence_items(run, question, admitted_claims(scope, run))
         hits = frozenset(h.revision_id for h in run.hits if h.entity_type == "artifact")
         return Candidates([item_spans(item) for item in items], hits), items
