@@ -84,6 +84,17 @@ class TestImportSet:
         assert [envelope["result"]["artifact_id"]] == [hit["entity_id"] for hit in found["result"]["hits"]]
 
 
+    @pytest.mark.parametrize("argv", [["--help"], ["search", "--help"], ["artifact", "put", "--help"]])
+    def test_help_is_plain_text_and_loads_nothing_heavy(self, argv: list[str], tmp_path: Path) -> None:
+        """--help prints plain text (no box drawing) and imports none of the heavy modules, rich included."""
+        result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(HEAVY), *argv], cwd=tmp_path,
+                                env=clean_env(MEMOREE_HOME=str(tmp_path / "home")), capture_output=True, timeout=60)
+        report = json.loads(result.stderr.decode().strip().splitlines()[-1])
+        help_text = result.stdout.decode()
+        assert (0, [], True, False) == (report["code"], report["loaded"], help_text.startswith("Usage: memoree"),
+                                        any(char in help_text for char in "╭│╰"))
+
+
 class TestAreas:
     def test_every_top_level_word_names_the_areas_that_register_it(self) -> None:
         """AREAS_OF lists, for each top-level command word, exactly the areas whose commands it holds."""
