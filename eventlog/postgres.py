@@ -15,6 +15,7 @@ This module is the one place that translates ``psycopg`` errors into the error t
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import select
@@ -97,9 +98,10 @@ def _append_on_guess_statement(events: int, blobs: int) -> tuple[str, tuple[int,
     move, guarded by the guessed counters, then (only when it moved) its blobs, its rows and the
     doorbell; and its parameters' types. A wrong guess matches no head row, so nothing is written
     and the transaction stays read-only (no WAL flush). The one row it returns says whether it
-    wrote, the head as a snapshot taken after the move saw it (``memoree_head_now``: a head
-    committed while the move waited for the row included; what the next guess can use) and, from
-    PostgreSQL's clock, how long the head row was locked before the last row went in. Rows are
+    wrote and, only when it did not, the head as a snapshot taken after the move saw it
+    (``memoree_head_now``, not called after a write: a head committed while the move waited for
+    the row included; what the next guess can use) and, from PostgreSQL's clock, how long the
+    head row was locked before the last row went in. Rows are
     VALUES lists of scalar parameters, numbered in the order they are sent."""
     types = _GUARD_TYPES + _BLOB_TYPES * blobs + _EVENT_TYPES * events
     numbers = iter(range(1, 1 + len(types)))
@@ -123,26 +125,34 @@ def _append_on_guess_statement(events: int, blobs: int) -> tuple[str, tuple[int,
         f"SELECT r.* FROM (VALUES {event_rows}) AS r, head, bell RETURNING clock_timestamp() AS done) "
         "SELECT w.written, n.seq, n.noops, n.checkpoints, encode(n.hash, 'hex'), "
         "extract(epoch FROM (SELECT max(done) FROM appended) - (SELECT locked_at FROM head)) "
-        "FROM (SELECT EXISTS (SELECT FROM head) AS written) AS w, LATERAL memoree_head_now(w.written) AS n"
+        "FROM (SELECT EXISTS (SELECT FROM head) AS written) AS w "
+        "LEFT JOIN LATERAL (SELECT * FROM memoree_head_now(w.written) WHERE NOT w.written) AS n ON true"
     )
     return sql, types
 
 
-def _outcome(results: list[Any]) -> tuple[bool, SharedCounters, float]:
+def _outcome(results: list[Any]) -> tuple[bool, SharedCounters | None, float]:
     """What the one-statement append's row says (text format; the hash as hex text, whatever the
-    server's ``bytea_output``): whether it wrote, the head its snapshot saw, and the seconds it
-    held the head row's lock before its last row went in."""
+    server's ``bytea_output``): whether it wrote; when it did, the seconds it held the head row's
+    lock before its last row went in, else the head its snapshot saw."""
     result = next(r for r in results if r.status == pq.ExecStatus.TUPLES_OK)
-    written, seq, noops, checkpoints, digest, held = (result.get_value(0, column) for column in range(6))
-    head = _counters((int(seq), int(noops), int(checkpoints), bytes.fromhex(digest.decode())))
-    return written == b"t", head, float(held) if held is not None else 0.0
+    if result.get_value(0, 0) == b"t":
+        held = result.get_value(0, 5)
+        return True, None, float(held) if held is not None else 0.0
+    seq, noops, checkpoints, digest = (result.get_value(0, column) for column in range(1, 5))
+    return False, _counters((int(seq), int(noops), int(checkpoints), bytes.fromhex(digest.decode()))), 0.0
 
 
-def _wire(value: Any, oid: int) -> bytes | None:
-    """A parameter as libpq sends it: bytea in binary, numbers and text as text."""
-    if value is None or oid == _BYTEA:
-        return value
-    return str(value).encode() if oid == _INT8 else value.encode()
+def _wire(values: Sequence[Any], types: tuple[int, ...]) -> list[bytes | None]:
+    """Parameters as libpq sends them: bytea in binary, numbers and text as text."""
+    return [value if value is None or oid == _BYTEA else (str(value) if oid == _INT8 else value).encode()
+            for value, oid in zip(values, types, strict=True)]
+
+
+@functools.cache
+def _wire_formats(types: tuple[int, ...]) -> list[Any]:
+    """Each parameter's format on the wire (bytea binary, the rest text), per statement shape."""
+    return [pq.Format.BINARY if oid == _BYTEA else pq.Format.TEXT for oid in types]
 
 
 _APPEND_ON_GUESS: dict[tuple[int, int], tuple[str, tuple[int, ...]]] = {}
@@ -612,9 +622,7 @@ class PostgresEventStore:
             if prepared.status != pq.ExecStatus.COMMAND_OK:
                 raise pg_errors.error_from_result(prepared, encoding=self.conn.info.encoding)
             self._prepared.add(key)
-        pgconn.send_query_prepared(
-            key, [_wire(value, oid) for value, oid in zip(statement.params, types, strict=True)],
-            [pq.Format.BINARY if oid == _BYTEA else pq.Format.TEXT for oid in types])
+        pgconn.send_query_prepared(key, _wire(statement.params, types), _wire_formats(types))
         while pgconn.flush():  # a non-blocking connection: the rest once the socket takes it
             select.select([], [pgconn.socket], [])
 

@@ -38,7 +38,9 @@ __all__ = [
     "apply_page",
     "take_page",
     "copy_side_records",
-    "local_counts",
+    "local_checkpoints",
+    "local_counters",
+    "local_noops",
     "has_projections",
     "prefetching_sink",
     "replica_head",
@@ -96,10 +98,33 @@ def has_projections(conn: Any) -> bool:
         "SELECT 1 FROM projector_checkpoints LIMIT 1").fetchone() is not None
 
 
-def local_counts(conn: Any) -> tuple[int, int]:
-    noops = conn.execute("SELECT count(*) FROM idempotency_noops").fetchone()[0]
-    checkpoints = conn.execute("SELECT coalesce(max(checkpoint_seq), 0) FROM checkpoints").fetchone()[0]
-    return noops, checkpoints
+# This host's counts of what the shared head counts beside its position: the no-op records (the
+# trigger-kept ``idempotency_noop_count``, never a count of the table) and the checkpoints (their
+# numbers are dense: the last one, by the primary key). Each is a look-up of one row.
+_NOOPS = "SELECT noops FROM idempotency_noop_count"
+_CHECKPOINTS = "SELECT coalesce(max(checkpoint_seq), 0) FROM checkpoints"
+_COUNTERS = (
+    f"SELECT e.commit_seq, e.hash, c.noops, ({_CHECKPOINTS}) FROM idempotency_noop_count AS c "
+    "LEFT JOIN events AS e ON e.commit_seq = (SELECT max(commit_seq) FROM events)"
+)
+
+
+def local_noops(conn: Any) -> int:
+    """How many no-op records this host holds."""
+    return conn.execute(_NOOPS).fetchone()[0]
+
+
+def local_checkpoints(conn: Any) -> int:
+    """How many signed checkpoints this host holds."""
+    return conn.execute(_CHECKPOINTS).fetchone()[0]
+
+
+def local_counters(conn: Any) -> SharedCounters:
+    """This host's replica as the shared head's counters would read it (position, no-op records,
+    checkpoints, hash), in one statement."""
+    seq, digest, noops, checkpoints = conn.execute(_COUNTERS).fetchone()
+    return SharedCounters(0, noops, checkpoints, GENESIS_HASH) if seq is None else \
+        SharedCounters(seq, noops, checkpoints, bytes(digest))
 
 
 def verified_page(head: LogHead, rows: list[RawEvent], shared_seq: int) -> list[RecordedEvent]:
@@ -184,18 +209,17 @@ def _refuse_replica_ahead(head: LogHead, shared: SharedCounters) -> None:
 
 def behind(conn: Any, shared: SharedCounters) -> bool:
     """Whether this host lacks events, no-op records or checkpoints the shared log counts."""
-    noops, checkpoints = local_counts(conn)
-    return (replica_head(conn).commit_seq < shared.seq or noops < shared.noops
-            or checkpoints < shared.checkpoints)
+    local = local_counters(conn)
+    return local.seq < shared.seq or local.noops < shared.noops or local.checkpoints < shared.checkpoints
 
 
 def copy_side_records(pg: PostgresEventStore, conn: Any, shared: SharedCounters) -> None:
     """Copy the no-op records and signed checkpoints this host does not hold yet."""
-    local_noops, local_checkpoints = local_counts(conn)
-    if shared.noops > local_noops:
-        conn.executemany(INSERT_NOOP, pg.noops_after(local_noops))
-    if shared.checkpoints > local_checkpoints:
-        for checkpoint in pg.list_checkpoints(after=local_checkpoints):
+    local = local_counters(conn)
+    if shared.noops > local.noops:
+        conn.executemany(INSERT_NOOP, pg.noops_after(local.noops))
+    if shared.checkpoints > local.checkpoints:
+        for checkpoint in pg.list_checkpoints(after=local.checkpoints):
             insert_checkpoint(conn, checkpoint)
 
 

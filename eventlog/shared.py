@@ -80,7 +80,9 @@ from memoree.eventlog.replica import (
     catch_up,
     copy_side_records,
     has_projections,
-    local_counts,
+    local_checkpoints,
+    local_counters,
+    local_noops,
     prefetching_sink,
     replica_head,
     require_same_history,
@@ -264,7 +266,7 @@ class SharedLog:
                 raise
             self._depth = 1
             try:
-                self._checkpoints_before = local_counts(self.conn)[1]
+                self._checkpoints_before = local_checkpoints(self.conn)
                 yield self.conn
                 self._require_projected()
                 self._settle_guess()
@@ -331,7 +333,7 @@ class SharedLog:
             # host took its stream or its idempotency key, which the shared log's unique keys
             # refuse at the append (``append`` then decides again). No-op records carry keys the
             # events' unique key cannot see: one this host lacks sends the decision round again.
-            if local_counts(self.conn)[0] == self._locked.noops:
+            if local_noops(self.conn) == self._locked.noops:
                 return self._shared_head, local if local.commit_seq < shared_seq else None
         elif local.commit_seq == shared_seq:
             return local, None
@@ -438,7 +440,7 @@ class SharedLog:
 
     def _push_checkpoints(self) -> None:
         """Publish checkpoints sealed in this transaction (the local table holds them first)."""
-        newest = local_counts(self.conn)[1]
+        newest = local_checkpoints(self.conn)
         if newest > self._checkpoints_before:
             locked = self.pg.lock()  # taken now if no append took it; the counters either way
             if self._locked_depth is None:
@@ -501,9 +503,8 @@ class SharedLog:
         replica head, guessing that it is still the shared head (and that no other host recorded
         a no-op or sealed since), in one round trip that takes the lock, appends and commits.
         None when the guess was wrong: nothing was written and the caller locks first."""
-        local = replica_head(self.conn)
-        noops, checkpoints = local_counts(self.conn)
-        guessed = SharedCounters(local.commit_seq, noops, checkpoints, local.hash)
+        guessed = local_counters(self.conn)
+        local = LogHead(guessed.seq, guessed.hash)
         started = time.perf_counter()
         self.guesses[0] += 1
         try:
@@ -521,13 +522,12 @@ class SharedLog:
         ``KNOWN_HEAD_TRIES``. Other hosts' events before it are then taken in, in order, and
         only then its own. The append lock is held inside that one statement alone. None (the
         caller locks) when the tries ran out or another host recorded a no-op this host lacks."""
-        local = replica_head(self.conn)
-        noops, checkpoints = local_counts(self.conn)
-        known = self._known_head
+        mine = local_counters(self.conn)
+        local, known = LogHead(mine.seq, mine.hash), self._known_head
         if known is None or known.seq <= local.commit_seq:
-            known = SharedCounters(local.commit_seq, noops, checkpoints, local.hash)
+            known = mine
         for attempt in range(KNOWN_HEAD_TRIES):
-            if known.noops != noops:
+            if known.noops != mine.noops:
                 return None
             self.guesses[0] += 1
             try:

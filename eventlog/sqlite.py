@@ -30,7 +30,7 @@ from .store import (
     paged_raw_events,
 )
 
-__all__ = ["INSERT_EVENT", "LOG_SCHEMA", "SqliteEventStore", "savepoint", "translate_sqlite_error"]
+__all__ = ["INSERT_EVENT", "LOG_SCHEMA", "SqliteEventStore", "count_noops_once", "savepoint", "translate_sqlite_error"]
 
 LOG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -70,12 +70,32 @@ CREATE TRIGGER IF NOT EXISTS idempotency_noops_no_update BEFORE UPDATE ON idempo
     BEGIN SELECT RAISE(ABORT, 'no-op idempotency records are append-only'); END;
 CREATE TRIGGER IF NOT EXISTS idempotency_noops_no_delete BEFORE DELETE ON idempotency_noops
     BEGIN SELECT RAISE(ABORT, 'no-op idempotency records are append-only'); END;
+-- How many no-op records there are, counted by a trigger in the transaction that records one: a
+-- shared log's host compares it with the shared head's count at its writes, where count(*) would
+-- read every record ever made. A store from before the count gets its row at open
+-- (``count_noops_once``), after the trigger exists, so no record is missed or counted twice.
+CREATE TABLE IF NOT EXISTS idempotency_noop_count (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+    noops     INTEGER NOT NULL CHECK (noops >= 0)
+) STRICT;
+CREATE TRIGGER IF NOT EXISTS idempotency_noops_counted AFTER INSERT ON idempotency_noops
+    BEGIN UPDATE idempotency_noop_count SET noops = noops + 1; END;
 """
 
 INSERT_EVENT = (
     "INSERT INTO events (commit_seq, event_id, type, stream_id, stream_version, at, "
     "idempotency_key, request_digest, data, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 )
+
+
+def count_noops_once(conn: Any) -> None:
+    """Give a store from before ``idempotency_noop_count`` its row: one count of the records, taken
+    after the trigger that keeps it exists (a record made in between is in the count, and its
+    trigger found no row to move). Nothing is written when the row is there (a read-only
+    snapshot, such as a migration's, stays one); two processes racing keep the first row."""
+    if conn.execute("SELECT 1 FROM idempotency_noop_count").fetchone() is None:
+        conn.execute("INSERT OR IGNORE INTO idempotency_noop_count (singleton, noops) "
+                     "SELECT 1, count(*) FROM idempotency_noops")
 
 
 class SqliteEventStore:
@@ -90,6 +110,7 @@ class SqliteEventStore:
         self._head: LogHead | None = None
         execute_script(conn, LOG_SCHEMA)
         execute_script(conn, CHECKPOINT_SCHEMA)
+        count_noops_once(conn)
 
     @contextmanager
     def transaction(self, *, decides_on_input: bool = False) -> Iterator[Any]:

@@ -1,7 +1,8 @@
 """Verify: the store checks itself end to end, writing nothing.
 
 ``verify`` checks the hash chain and the density of ``commit_seq``, recomputes every checkpoint's
-root and checks its signature under the key epoch the log recorded, re-hashes every blob the log
+root and checks its signature under the key epoch the log recorded, checks the count kept beside
+the no-op idempotency records, re-hashes every blob the log
 references, and replays the whole log into a scratch store to compare each projection's
 fingerprint with the live one. Every problem is reported with the first bad position and a hint;
 a damaged store is never "ok". Sealing and proofs live in ``memoree.eventlog.sealing``.
@@ -81,6 +82,7 @@ def _verify_snapshot(engine: Any, replay: bool) -> tuple[_Report, dict[str, Any]
     keys, blobs, purged = _scan_events(engine, verified_upto)
     checkpoints = list_checkpoints(conn)
     _check_checkpoints(conn, checkpoints, keys, report)
+    _check_noop_count(conn, report)
     checked_blobs = _check_blobs(engine, blobs, purged, report)
     projections = _compare_projections(engine, verified_upto, report) if replay and brk is None else {}
     sealed = checkpoints[-1].tree_size if checkpoints else 0
@@ -134,6 +136,16 @@ def _check_checkpoints(conn: Any, checkpoints: list[Checkpoint], keys: dict[int,
                        "An event at or before this size was altered or reordered. " + _RESTORE_HINT, cp.tree_size)
             return
         _check_note(cp, keys, first_key, report)
+
+
+def _check_noop_count(conn: Any, report: _Report) -> None:
+    """The trigger-kept count of no-op records (what a shared log's host compares with the shared
+    head's) must be the number of records."""
+    stored = conn.execute("SELECT count(*) FROM idempotency_noops").fetchone()[0]
+    row = conn.execute("SELECT noops FROM idempotency_noop_count").fetchone()
+    if row is None or row[0] != stored:
+        report.add("noops", f"the no-op record count says {None if row is None else row[0]} but "
+                            f"{stored} records are stored", _RESTORE_HINT)
 
 
 def _check_note(cp: Checkpoint, keys: dict[int, str], first_key: str | None, report: _Report) -> None:

@@ -51,6 +51,16 @@ def open_host(tmp_path: Path) -> Iterator[Any]:
         service.close()
 
 
+def claims_edge(host: Caller) -> dict[str, Any]:
+    """An edge between two claims ``host`` asserts, put once: putting it again is a no-op."""
+    claims = [host.ok("claim.assert", {"claim_type": "fact", "statement": s}, key=f"c{s}")["result"]
+              for s in ("left", "right")]
+    edge = {"source_type": "claim", "source_id": claims[0]["claim_id"], "relation": "supports",
+            "target_type": "claim", "target_id": claims[1]["claim_id"]}
+    host.ok("relation.put", edge, key="r1")
+    return edge
+
+
 def wait_until(condition: Any, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -332,11 +342,7 @@ class TestPutsDecideOnTheirInput:
         """B records a no-op (an identical relation) under a key; a put under that key on A,
         which holds B's events but not the no-op record, is IDEMPOTENCY_CONFLICT."""
         a, b = open_host("a"), open_host("b")
-        claims = [b.ok("claim.assert", {"claim_type": "fact", "statement": s}, key=f"c{s}")["result"]
-                  for s in ("left", "right")]
-        edge = {"source_type": "claim", "source_id": claims[0]["claim_id"], "relation": "supports",
-                "target_type": "claim", "target_id": claims[1]["claim_id"]}
-        b.ok("relation.put", edge, key="r1")
+        edge = claims_edge(b)
         a.head()
         self.behind(a)
         b.ok("relation.put", edge, key="noop-key")  # identical edge: a no-op record, no event
