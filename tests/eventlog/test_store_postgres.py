@@ -379,6 +379,13 @@ class TestPostgresSpecifics:
         assert ([4], {}, {}) == ([r.commit_seq for r in tail.rows], tail.blobs, tail.purges)
         store.close()
 
+    def test_a_store_session_never_jit_compiles(self, pg_url: str) -> None:
+        """A store's session runs with JIT off: a page read the planner misjudges (it guesses 480
+        rows for the one-row head) must not spend hundreds of milliseconds compiling."""
+        store = PostgresEventStore(pg_url)
+        assert "off" == store.conn.execute("SHOW jit").fetchone()[0]
+        store.close()
+
     def test_blobs_are_shared_and_verified(self, pg_url: str) -> None:
         """A blob put through one connection is served, verified, by another."""
         writer = PostgresContentStore(PostgresEventStore(pg_url))
