@@ -106,6 +106,34 @@ class PassageScorer:
                     counts[index] = counts.get(index, 0) + found
         return counts, len(tokens)
 
+    def chunk_counts(self, chunk: "LinedChunk") -> list[tuple[dict[int, int], int]]:
+        """``folded_counts`` of each line of ``chunk``, from its postings: each one-word
+        spelling is looked up once for the chunk, and each line's units come in the order of
+        their first token in the line (as ``folded_counts`` inserts them, so sums over them
+        add in the same order)."""
+        found: dict[int, dict[int, list[int]]] = {}
+        for token, index in self.words.items():
+            for line, position, count in chunk.postings.get(token, ()):
+                units = found.setdefault(line, {})
+                slot = units.get(index)
+                if slot is None:
+                    units[index] = [position, count]
+                else:
+                    slot[0] = min(slot[0], position)
+                    slot[1] += count
+        results = []
+        for line, ((_, _, _, folded), words) in enumerate(zip(chunk.lines, chunk.sizes)):
+            units = found.get(line)
+            counts: dict[int, int] = {} if units is None else {
+                index: count for index, (_, count) in sorted(units.items(), key=lambda item: item[1][0])}
+            if self.phrases:
+                for index, pattern in self.phrases:
+                    matched = len(pattern.findall(folded))
+                    if matched:
+                        counts[index] = counts.get(index, 0) + matched
+            results.append((counts, words))
+        return results
+
     def bm25(self, counts: dict[int, int], words: int, idf: Sequence[float] | None = None) -> float:
         """BM25 of unit ``counts`` in a text of ``words`` words (``idf``: other weights per unit)."""
         return round(bm25_sum(self.idf if idf is None else idf, counts.items(), words), 12)
@@ -174,28 +202,63 @@ def _cut_long(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
 def score_passages(data: bytes, start: int, end: int, scorer: PassageScorer, offset: int = 0) -> list[Passage]:
     """The scored passages of ``data[start:end]``, their spans moved by ``offset`` (where
     ``data`` starts in its revision)."""
+    chunk = lined_chunk(data, start, end)
     passages = []
-    for s, e, text, folded in lined_passages(data, start, end):
-        counts, words = scorer.folded_counts(folded)
+    for (s, e, text, _), (counts, words) in zip(chunk.lines, scorer.chunk_counts(chunk)):
         passages.append(Passage(s + offset, e + offset, text, scorer.bm25(counts, words), frozenset(counts),
                                 words, tuple(sorted(counts.items()))))
     return passages
 
 
-_LINED: DigestMemo[tuple[tuple[int, int, str, str], ...]] = DigestMemo(1024)  # ~10 KiB a chunk
+@dataclass(frozen=True)
+class LinedChunk:
+    """A chunk's passages as scoring needs them, whatever the query: each line's (start, end,
+    text, folded words), its token count, and where each folded token occurs: ``postings[token]``
+    lists ``(line, first position, count)`` for the lines holding it, so a query's words are
+    looked up once per chunk rather than every token of every line once per query."""
+
+    lines: tuple[tuple[int, int, str, str], ...]
+    sizes: tuple[int, ...]
+    postings: dict[str, tuple[tuple[int, int, int], ...]]
+
+    @classmethod
+    def of(cls, lines: tuple[tuple[int, int, str, str], ...]) -> "LinedChunk":
+        sizes = []
+        postings: dict[str, list[tuple[int, int, int]]] = {}
+        for number, (_, _, _, folded) in enumerate(lines):
+            tokens = folded.split()  # a token holds no whitespace, so this gives the tokens back
+            sizes.append(len(tokens))
+            first: dict[str, list[int]] = {}
+            for position, token in enumerate(tokens):
+                seen = first.get(token)
+                if seen is None:
+                    first[token] = [position, 1]
+                else:
+                    seen[1] += 1
+            for token, (position, count) in first.items():
+                postings.setdefault(token, []).append((number, position, count))
+        return cls(lines, tuple(sizes), {token: tuple(found) for token, found in postings.items()})
+
+
+_LINED: DigestMemo[LinedChunk] = DigestMemo(1024)  # ~20 KiB a chunk
 
 
 def lined_passages(data: bytes, start: int, end: int) -> tuple[tuple[int, int, str, str], ...]:
-    """(start, end, text, folded words) of each passage of ``data[start:end]``: what scoring a
-    passage needs that does not depend on the query, cut and folded once per process for the
-    same bytes (a conversation's chunks come back question after question). Keyed by a digest
-    of the bytes (``queries.memo``)."""
+    """(start, end, text, folded words) of each passage of ``data[start:end]`` (``lined_chunk``)."""
+    return lined_chunk(data, start, end).lines
+
+
+def lined_chunk(data: bytes, start: int, end: int) -> LinedChunk:
+    """The passages of ``data[start:end]`` with what scoring them needs that does not depend on
+    the query (``LinedChunk``), cut, folded and indexed once per process for the same bytes (a
+    conversation's chunks come back question after question). Keyed by a digest of the bytes
+    (``queries.memo``)."""
     key = (text_digest(data), start, end)
     lined = _LINED.get(key)
     if lined is None:
-        lined = _LINED.put(key, tuple((s, e, text, folded_words(text))
-                                      for s, e in passage_spans(data, start, end)
-                                      for text in (data[s:e].decode("utf-8", "replace"),)))
+        lined = _LINED.put(key, LinedChunk.of(tuple((s, e, text, folded_words(text))
+                                                    for s, e in passage_spans(data, start, end)
+                                                    for text in (data[s:e].decode("utf-8", "replace"),))))
     return lined
 
 

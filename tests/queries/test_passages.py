@@ -290,3 +290,17 @@ class TestLinedPassages:
                 assert passage.text == chunk[passage.start:passage.end].decode()
                 assert (passage.score, passage.units) == scorer.score(passage.text)
             assert len(passages._LINED) == 1
+
+    def test_chunk_postings_count_as_each_line_does(self) -> None:
+        """``chunk_counts`` gives every line the units, counts (in the same insertion order, so
+        sums add alike) and word count that ``folded_counts`` gives its folded words, for words,
+        variants, corrections and phrases alike."""
+        scorer = PassageScorer(analyze_query('keeper "the boat" lighthouses orange painted'),
+                               [1.5, 2.0, 0.5, 0.7, 0.9], {0: ["keepr"]})
+        data = (TURNS + NEEDLE + REPLY + "Orange boat, the boat! keeper keepr LIGHTHOUSE lighthouse\n"
+                "painted painting the keeper\n").encode()
+        chunk = passages.lined_chunk(data, 0, len(data))
+        expected = [scorer.folded_counts(folded) for _, _, _, folded in chunk.lines]
+        got = scorer.chunk_counts(chunk)
+        assert [(list(c.items()), w) for c, w in got] == [(list(c.items()), w) for c, w in expected]
+        assert any(len(c) > 1 for c, _ in got)
