@@ -321,8 +321,7 @@ class _Section:
         return self.sized[1]
 
 
-@dataclass(frozen=True)
-class _Item:
+class _Item(msgspec.Struct, frozen=True):
     """A candidate piece of evidence: a claim or one artifact passage, with its score."""
 
     score: float

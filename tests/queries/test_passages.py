@@ -301,6 +301,22 @@ class TestLinedPassages:
                 "painted painting the keeper\n").encode()
         chunk = passages.lined_chunk(data, 0, len(data))
         expected = [scorer.folded_counts(folded) for _, _, _, folded in chunk.lines]
-        got = scorer.chunk_counts(chunk)
+        counted = scorer.chunk_counts(chunk)
+        got = [(counted.get(line, {}), words) for line, words in enumerate(chunk.sizes)]
         assert [(list(c.items()), w) for c, w in got] == [(list(c.items()), w) for c, w in expected]
-        assert any(len(c) > 1 for c, _ in got)
+        assert any(len(c) > 1 for c, _ in got) and all(counted.values())
+
+    def test_a_line_without_units_is_the_blank_passage_fresh_scoring_makes(self) -> None:
+        """The remembered blank passages equal those scoring makes for unmatched lines (score,
+        units, counts), at every offset asked, and a chunk keeps a bounded number of offsets."""
+        scorer = PassageScorer(analyze_query("lighthouse"), [1.5])
+        data = (TURNS + NEEDLE).encode()
+        chunk = passages.lined_chunk(data, 0, len(data))
+        for offset in range(passages.MAX_BLANK_OFFSETS + 2):
+            scored = score_passages(data, 0, len(data), scorer, offset)
+            for passage, (start, end, text, folded) in zip(scored, chunk.lines):
+                counts, words = scorer.folded_counts(folded)
+                assert (passage.start, passage.end, passage.text, passage.words) == (start + offset, end + offset, text, words)
+                assert (passage.score, passage.units) == (scorer.bm25(counts, words), frozenset(counts))
+                assert type(passage.score) is type(scorer.bm25(counts, words))
+            assert len(chunk._blanks) <= passages.MAX_BLANK_OFFSETS
