@@ -86,6 +86,7 @@ class PassageScorer:
                     self.words.setdefault(parts[0], index)
                 elif parts:
                     self.phrases.append((index, _unit_pattern(tuple(parts))))
+        self.spellings = frozenset(self.words)
 
     def score(self, text: str) -> tuple[float, frozenset[int]]:
         counts, words = self.counts(text)
@@ -112,21 +113,26 @@ class PassageScorer:
 
     def chunk_counts(self, chunk: "LinedChunk") -> dict[int, dict[int, int]]:
         """``folded_counts`` of each line of ``chunk`` that holds a unit, by line number (the
-        others count nothing), from its postings: each one-word spelling is looked up once for
-        the chunk, and each line's units come in the order of their first token in the line (as
-        ``folded_counts`` inserts them, so sums over them add in the same order)."""
-        found: dict[int, dict[int, list[int]]] = {}
-        for token, index in self.words.items():
-            for line, position, count in chunk.postings.get(token, ()):
-                units = found.setdefault(line, {})
-                slot = units.get(index)
-                if slot is None:
-                    units[index] = [position, count]
-                else:
-                    slot[0] = min(slot[0], position)
-                    slot[1] += count
-        counted = {line: {index: count for index, (_, count) in sorted(units.items(), key=lambda item: item[1][0])}
-                   for line, units in found.items()}
+        others count nothing): the one-word spellings a line holds are found by intersecting
+        sets, counted and placed by ``tuple.count``/``index``, and each line's units come in the
+        order of their first token in the line (as ``folded_counts`` inserts them, so sums over
+        them add in the same order)."""
+        words = self.words
+        spellings = self.spellings
+        counted: dict[int, dict[int, int]] = {}
+        for line, (tokens, distinct) in enumerate(zip(chunk.tokens, chunk.distinct)):
+            found = spellings.intersection(distinct)
+            if not found:
+                continue
+            if len(found) == 1:
+                (token,) = found
+                counted[line] = {words[token]: tokens.count(token)}
+                continue
+            counts: dict[int, int] = {}
+            for _, token in sorted((tokens.index(token), token) for token in found):
+                index = words[token]
+                counts[index] = counts.get(index, 0) + tokens.count(token)
+            counted[line] = counts
         if self.phrases:
             for line, (_, _, _, folded) in enumerate(chunk.lines):
                 for index, pattern in self.phrases:
@@ -209,23 +215,29 @@ def score_passages(data: bytes, start: int, end: int, scorer: PassageScorer, off
     passages = list(chunk.blanks(offset))
     for line, counts in scorer.chunk_counts(chunk).items():
         s, e, text, _ = chunk.lines[line]
-        words = chunk.sizes[line]
+        words = len(chunk.tokens[line])
         passages[line] = Passage(s + offset, e + offset, text, scorer.bm25(counts, words), frozenset(counts),
                                  words, tuple(sorted(counts.items())))
     return passages
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class LinedChunk:
     """A chunk's passages as scoring needs them, whatever the query: each line's (start, end,
-    text, folded words), its token count, and where each folded token occurs: ``postings[token]``
-    lists ``(line, first position, count)`` for the lines holding it, so a query's words are
-    looked up once per chunk rather than every token of every line once per query."""
+    text, folded words), its folded tokens and the set of them (made by C loops: splitting and
+    hashing), so a query's words are intersected with each line's set rather than every token of
+    every line looked up once per query."""
 
     lines: tuple[tuple[int, int, str, str], ...]
-    sizes: tuple[int, ...]
-    postings: dict[str, tuple[tuple[int, int, int], ...]]
-    _blanks: dict[int, tuple[Passage, ...]] = field(default_factory=dict, compare=False, repr=False)
+    tokens: tuple[tuple[str, ...], ...]
+    distinct: tuple[frozenset[str], ...]
+    _blanks: dict[int, tuple[Passage, ...]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, lines: tuple[tuple[int, int, str, str], ...]) -> "LinedChunk":
+        # A token holds no whitespace, so splitting the folded words gives the tokens back.
+        tokens = tuple(tuple(folded.split()) for _, _, _, folded in lines)
+        return cls(lines, tokens, tuple(map(frozenset, tokens)))
 
     def blanks(self, offset: int) -> tuple[Passage, ...]:
         """Each line as the passage it is where it holds no query unit: its span moved by
@@ -239,26 +251,8 @@ class LinedChunk:
                 self._blanks.clear()
             found = self._blanks[offset] = tuple(
                 Passage(s + offset, e + offset, text, round(0, 12), frozenset(), words, ())
-                for (s, e, text, _), words in zip(self.lines, self.sizes))
+                for (s, e, text, _), words in zip(self.lines, map(len, self.tokens)))
         return found
-
-    @classmethod
-    def of(cls, lines: tuple[tuple[int, int, str, str], ...]) -> "LinedChunk":
-        sizes = []
-        postings: dict[str, list[tuple[int, int, int]]] = {}
-        for number, (_, _, _, folded) in enumerate(lines):
-            tokens = folded.split()  # a token holds no whitespace, so this gives the tokens back
-            sizes.append(len(tokens))
-            first: dict[str, list[int]] = {}
-            for position, token in enumerate(tokens):
-                seen = first.get(token)
-                if seen is None:
-                    first[token] = [position, 1]
-                else:
-                    seen[1] += 1
-            for token, (position, count) in first.items():
-                postings.setdefault(token, []).append((number, position, count))
-        return cls(lines, tuple(sizes), {token: tuple(found) for token, found in postings.items()})
 
 
 _LINED: DigestMemo[LinedChunk] = DigestMemo(1024)  # ~20 KiB a chunk

@@ -291,10 +291,10 @@ class TestLinedPassages:
                 assert (passage.score, passage.units) == scorer.score(passage.text)
             assert len(passages._LINED) == 1
 
-    def test_chunk_postings_count_as_each_line_does(self) -> None:
+    def test_chunk_counts_count_as_each_line_does(self) -> None:
         """``chunk_counts`` gives every line the units, counts (in the same insertion order, so
         sums add alike) and word count that ``folded_counts`` gives its folded words, for words,
-        variants, corrections and phrases alike."""
+        variants, corrections and phrases alike, and leaves out the lines that count nothing."""
         scorer = PassageScorer(analyze_query('keeper "the boat" lighthouses orange painted'),
                                [1.5, 2.0, 0.5, 0.7, 0.9], {0: ["keepr"]})
         data = (TURNS + NEEDLE + REPLY + "Orange boat, the boat! keeper keepr LIGHTHOUSE lighthouse\n"
@@ -302,7 +302,7 @@ class TestLinedPassages:
         chunk = passages.lined_chunk(data, 0, len(data))
         expected = [scorer.folded_counts(folded) for _, _, _, folded in chunk.lines]
         counted = scorer.chunk_counts(chunk)
-        got = [(counted.get(line, {}), words) for line, words in enumerate(chunk.sizes)]
+        got = [(counted.get(line, {}), len(tokens)) for line, tokens in enumerate(chunk.tokens)]
         assert [(list(c.items()), w) for c, w in got] == [(list(c.items()), w) for c, w in expected]
         assert any(len(c) > 1 for c, _ in got) and all(counted.values())
 

@@ -11,7 +11,9 @@ store and the code alone) and asks every selected question through ``context.bui
 6,000 bytes), ``memory.recall`` and ``search`` (limit 10) at the ambient horizon, the ops of the
 evaluation. ``--dump`` writes each answer's result JSON (keys sorted), one line per question and
 op, so two code versions can be compared byte for byte on the same store; ``--rounds`` asks
-everything that many times after one untimed warm-up round and prints p50/p99 per op;
+everything that many times after one untimed warm-up round (``--warm-up N``: only the first N
+questions, as the daemon bench warms up: per-process memories of texts are then not all warm)
+and prints p50/p99 per op;
 ``--profile`` writes a cProfile of the timed rounds. The store's ids are random, so answers are
 only comparable between runs over the same built store.
 """
@@ -86,7 +88,8 @@ def run(args: argparse.Namespace) -> None:
         client = Client(service)
         try:
             dump: list[str] | None = [] if args.dump else None
-            ask_all(client, asked, ops, dump, None)  # warm-up (and the dump: the first answers)
+            warm = asked if args.dump or args.warm_up is None else asked[:args.warm_up]
+            ask_all(client, warm, ops, dump, None)  # warm-up (and the dump: the first answers)
             if args.dump:
                 Path(args.dump).write_text("\n".join(dump or []) + "\n", encoding="utf-8")
             times: dict[str, list[float]] = {name: [] for name in ops}
@@ -118,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--questions", type=int, default=None, help="the first N questions of each conversation")
     parser.add_argument("--dump", type=Path, default=None, help="write every answer here (JSON lines)")
     parser.add_argument("--rounds", type=int, default=1, help="timed rounds after the warm-up")
+    parser.add_argument("--warm-up", type=int, default=None,
+                        help="questions asked before timing (default: every one; a dump asks every one)")
     parser.add_argument("--profile", type=Path, default=None, help="write a cProfile of the timed rounds")
     parser.add_argument("--ops", default="", help="comma-separated op names (default: all four)")
     args = parser.parse_args(argv)
