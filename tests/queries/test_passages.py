@@ -320,3 +320,26 @@ class TestLinedPassages:
                 assert (passage.score, passage.units) == (scorer.bm25(counts, words), frozenset(counts))
                 assert type(passage.score) is type(scorer.bm25(counts, words))
             assert len(chunk._blanks) <= passages.MAX_BLANK_OFFSETS
+
+
+class TestSectionSize:
+    """A bundle section's remembered excerpt size follows every change of its shown passages."""
+
+    def test_growth_and_shrinkage_match_fresh_rendering_as_passages_come_and_go(self) -> None:
+        """After each append and removal, growth and shrinkage equal the byte difference of the
+        excerpts rendered from scratch (joined runs included)."""
+        section = context_build._Section(None, 0, [])  # type: ignore[arg-type]
+        lines = [Passage(0, 10, "a" * 10, 1.0, frozenset({0})), Passage(11, 20, "b" * 9, 1.0, frozenset({0})),
+                 Passage(40, 50, "c" * 10, 1.0, frozenset({0}))]
+
+        def size(shown: list[Passage]) -> int:
+            return len(context_build.excerpts_text(shown).encode())
+
+        for passage in lines:
+            assert section.growth(passage) == size([*section.passages, passage]) - size(section.passages)
+            section.passages.append(passage)
+        for passage in list(section.passages):
+            rest = [p for p in section.passages if p is not passage]
+            assert section.shrinkage(passage) == size(section.passages) - size(rest)
+            section.passages.remove(passage)
+            assert section.excerpts_size() == size(section.passages)

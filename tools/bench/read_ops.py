@@ -13,7 +13,8 @@ evaluation. ``--dump`` writes each answer's result JSON (keys sorted), one line 
 op, so two code versions can be compared byte for byte on the same store; ``--rounds`` asks
 everything that many times after one untimed warm-up round (``--warm-up N``: only the first N
 questions, as the daemon bench warms up: per-process memories of texts are then not all warm)
-and prints p50/p99 per op;
+and prints p50/p99 per op, of wall time and of the thread's CPU time (``cpu``: what a busy
+machine's other work does not add to);
 ``--profile`` writes a cProfile of the timed rounds. The store's ids are random, so answers are
 only comparable between runs over the same built store.
 """
@@ -65,11 +66,12 @@ def ask_all(client: Client, asked: list, ops: list[str], dump: list[str] | None,
         for name in ops:
             op, extra = OPS[name]
             payload = {"query": question.question, "horizon": "ambient", **extra}
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             envelope = client.send(op, payload, context=conversation.context)
             elapsed = (time.perf_counter() - started) * 1000
             if times is not None:
                 times[name].append(elapsed)
+                times[name + " cpu"].append((time.thread_time() - cpu) * 1000)
             if dump is not None:
                 body = envelope.get("result") if envelope.get("ok") else {"error": envelope.get("error")}
                 dump.append(json.dumps({"conversation": conversation.name, "index": question.index,
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> None:
             ask_all(client, warm, ops, dump, None)  # warm-up (and the dump: the first answers)
             if args.dump:
                 Path(args.dump).write_text("\n".join(dump or []) + "\n", encoding="utf-8")
-            times: dict[str, list[float]] = {name: [] for name in ops}
+            times: dict[str, list[float]] = {key: [] for name in ops for key in (name, name + " cpu")}
             profiler = cProfile.Profile() if args.profile else None
             for _ in range(args.rounds):
                 if profiler:
@@ -108,7 +110,7 @@ def run(args: argparse.Namespace) -> None:
     print(f"{len(asked)} questions x {args.rounds} rounds; load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     for name, samples in times.items():
         if samples:
-            print(f"{name:<20} p50 {percentile(samples, 50):7.2f} ms  p99 {percentile(samples, 99):7.2f} ms"
+            print(f"{name:<24} p50 {percentile(samples, 50):7.2f} ms  p99 {percentile(samples, 99):7.2f} ms"
                   f"  mean {sum(samples) / len(samples):7.2f} ms")
 
 
