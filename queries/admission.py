@@ -24,6 +24,7 @@ from typing import Any
 from .candidates import (
     TABLES,
     Candidate,
+    UnitMatches,
     horizon_of,
     match_units,
     table_horizon,
@@ -64,9 +65,7 @@ def claim_pool(scope: ReadScope, run: SearchRun) -> list[Candidate]:
     if len(idf) != len(run.analysis.units):
         return []
     table = TABLES["claim"]
-    horizon = table_horizon(scope.conn, "claim", horizon_of(scope.ambient, run.horizon))
-    expressions = unit_expressions(scope.conn, horizon, run.analysis, scope.pins)
-    matches = match_units(scope.conn, table, horizon, run.analysis, scope.pins, expressions)
+    matches = run.matches.get("claim") or claim_matches(scope, run)
     units: dict[int, int] = {}
     weight: dict[int, float] = {}
     for index, doc_ids in enumerate(matches.lists):
@@ -77,6 +76,15 @@ def claim_pool(scope: ReadScope, run: SearchRun) -> list[Candidate]:
                     key=lambda doc_id: (-weight[doc_id], -doc_id))
     filters = table.filters(scope.ambient, scope.pins, scope.now, run.horizon, False)
     return visible_rows(scope.conn, table, filters, ranked, ADMISSION_POOL)
+
+
+def claim_matches(scope: ReadScope, run: SearchRun) -> UnitMatches:
+    """The claim index's match list per query unit at the run's horizon: what ``run_search``
+    read for the claim table (``SearchRun.matches``, same scope and snapshot), read again only
+    for a run that did not search claims."""
+    horizon = table_horizon(scope.conn, "claim", horizon_of(scope.ambient, run.horizon))
+    expressions = unit_expressions(scope.conn, horizon, run.analysis, scope.pins)
+    return match_units(scope.conn, TABLES["claim"], horizon, run.analysis, scope.pins, expressions)
 
 
 def admissible(candidate: Candidate, now: str) -> bool:

@@ -295,6 +295,7 @@ class _Section:
     evidence_span: tuple[str, int, int] | None = None
     included: int = 0
     source: tuple[str, str] | None = None  # a claim's evidence source shown: (revision, title)
+    sized: tuple[tuple[Passage, ...], int] | None = None  # ``excerpts_size``: (shown passages, bytes)
 
     def text(self) -> str:
         if self.hit.entity_type == "claim":
@@ -304,16 +305,23 @@ class _Section:
     def growth(self, passage: Passage) -> int:
         """The bytes the section's excerpts grow by when ``passage`` is shown too (less than
         its own block when it joins a run)."""
-        return _size(excerpts_text([*self.passages, passage])) - _size(excerpts_text(self.passages))
+        return _size(excerpts_text([*self.passages, passage])) - self.excerpts_size()
 
     def shrinkage(self, passage: Passage) -> int:
         """The bytes the section's excerpts shrink by when ``passage`` is taken out."""
         rest = [p for p in self.passages if p is not passage]
-        return _size(excerpts_text(self.passages)) - _size(excerpts_text(rest))
+        return self.excerpts_size() - _size(excerpts_text(rest))
+
+    def excerpts_size(self) -> int:
+        """The bytes of the section's excerpts as they stand, rendered once per set of shown
+        passages (``pack`` asks after every candidate passage; the set changes far less)."""
+        shown = tuple(self.passages)  # the passages themselves (equal ones render alike)
+        if self.sized is None or self.sized[0] != shown:
+            self.sized = (shown, _size(excerpts_text(self.passages)))
+        return self.sized[1]
 
 
-@dataclass(frozen=True)
-class _Item:
+class _Item(msgspec.Struct, frozen=True):
     """A candidate piece of evidence: a claim or one artifact passage, with its score."""
 
     score: float

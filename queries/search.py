@@ -288,6 +288,9 @@ class SearchRun:
     passages: dict[str, list[Passage]] = field(default_factory=dict)
     scorer: PassageScorer | None = None
     semantic: SemanticChannel | None = None
+    # Each table's unit match lists at the run's horizon and scope (``candidates.match_units``),
+    # for a caller under the same scope that reads them again (``queries.admission``).
+    matches: dict[str, UnitMatches] = field(default_factory=dict)
 
 
 @dataclass
@@ -407,6 +410,7 @@ def run_search(
         surface="mixed" if len(tables) == 2 else tables[0].entity_type,
         idf={name: run.idf for name, run in runs.items()}, passages=passages, scorer=scorer,
         semantic=channel,
+        matches={name: run.matches for name, run in runs.items() if run.matches is not None},
     )
 
 

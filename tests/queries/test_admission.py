@@ -113,3 +113,19 @@ def test_with_the_channel_off_nothing_is_admitted(call: Caller) -> None:
     claim(call, FIRST)
     claim(call, BEYOND)
     assert [] == admitted_texts(call, semantic=False)
+
+
+def test_the_pool_from_the_runs_match_lists_is_the_pool_read_afresh(call: Caller) -> None:
+    """Admission reads the claim match lists the search read in the same snapshot; reading
+    them again instead gives the same pool, in the same order."""
+    from memoree.queries.admission import claim_pool
+
+    claim(call, FIRST)
+    claim(call, BEYOND)
+    claim(call, "Ann paints on weekends and hikes on holidays")
+    scope, run = one_hit_run(call)
+    assert "claim" in run.matches
+    with read_snapshot(scope.conn):
+        reused = [c.revision_id for c in claim_pool(scope, run)]
+        afresh = [c.revision_id for c in claim_pool(scope, dataclasses.replace(run, matches={}))]
+    assert reused and reused == afresh

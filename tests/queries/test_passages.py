@@ -290,3 +290,56 @@ class TestLinedPassages:
                 assert passage.text == chunk[passage.start:passage.end].decode()
                 assert (passage.score, passage.units) == scorer.score(passage.text)
             assert len(passages._LINED) == 1
+
+    def test_chunk_counts_count_as_each_line_does(self) -> None:
+        """``chunk_counts`` gives every line the units, counts (in the same insertion order, so
+        sums add alike) and word count that ``folded_counts`` gives its folded words, for words,
+        variants, corrections and phrases alike, and leaves out the lines that count nothing."""
+        scorer = PassageScorer(analyze_query('keeper "the boat" lighthouses orange painted'),
+                               [1.5, 2.0, 0.5, 0.7, 0.9], {0: ["keepr"]})
+        data = (TURNS + NEEDLE + REPLY + "Orange boat, the boat! keeper keepr LIGHTHOUSE lighthouse\n"
+                "painted painting the keeper\n").encode()
+        chunk = passages.lined_chunk(data, 0, len(data))
+        expected = [scorer.folded_counts(folded) for _, _, _, folded in chunk.lines]
+        counted = scorer.chunk_counts(chunk)
+        got = [(counted.get(line, {}), len(tokens)) for line, tokens in enumerate(chunk.tokens)]
+        assert [(list(c.items()), w) for c, w in got] == [(list(c.items()), w) for c, w in expected]
+        assert any(len(c) > 1 for c, _ in got) and all(counted.values())
+
+    def test_a_line_without_units_is_the_blank_passage_fresh_scoring_makes(self) -> None:
+        """The remembered blank passages equal those scoring makes for unmatched lines (score,
+        units, counts), at every offset asked, and a chunk keeps a bounded number of offsets."""
+        scorer = PassageScorer(analyze_query("lighthouse"), [1.5])
+        data = (TURNS + NEEDLE).encode()
+        chunk = passages.lined_chunk(data, 0, len(data))
+        for offset in range(passages.MAX_BLANK_OFFSETS + 2):
+            scored = score_passages(data, 0, len(data), scorer, offset)
+            for passage, (start, end, text, folded) in zip(scored, chunk.lines):
+                counts, words = scorer.folded_counts(folded)
+                assert (passage.start, passage.end, passage.text, passage.words) == (start + offset, end + offset, text, words)
+                assert (passage.score, passage.units) == (scorer.bm25(counts, words), frozenset(counts))
+                assert type(passage.score) is type(scorer.bm25(counts, words))
+            assert len(chunk._blanks) <= passages.MAX_BLANK_OFFSETS
+
+
+class TestSectionSize:
+    """A bundle section's remembered excerpt size follows every change of its shown passages."""
+
+    def test_growth_and_shrinkage_match_fresh_rendering_as_passages_come_and_go(self) -> None:
+        """After each append and removal, growth and shrinkage equal the byte difference of the
+        excerpts rendered from scratch (joined runs included)."""
+        section = context_build._Section(None, 0, [])  # type: ignore[arg-type]
+        lines = [Passage(0, 10, "a" * 10, 1.0, frozenset({0})), Passage(11, 20, "b" * 9, 1.0, frozenset({0})),
+                 Passage(40, 50, "c" * 10, 1.0, frozenset({0}))]
+
+        def size(shown: list[Passage]) -> int:
+            return len(context_build.excerpts_text(shown).encode())
+
+        for passage in lines:
+            assert section.growth(passage) == size([*section.passages, passage]) - size(section.passages)
+            section.passages.append(passage)
+        for passage in list(section.passages):
+            rest = [p for p in section.passages if p is not passage]
+            assert section.shrinkage(passage) == size(section.passages) - size(rest)
+            section.passages.remove(passage)
+            assert section.excerpts_size() == size(section.passages)
