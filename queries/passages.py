@@ -104,12 +104,15 @@ class PassageScorer:
             index = self.words.get(token)
             if index is not None:
                 counts[index] = counts.get(index, 0) + 1
-        if self.phrases:
-            for index, pattern in self.phrases:
-                found = len(pattern.findall(folded))
-                if found:
-                    counts[index] = counts.get(index, 0) + found
+        self._add_phrase_counts(folded, counts)
         return counts, len(tokens)
+
+    def _add_phrase_counts(self, folded: str, counts: dict[int, int]) -> None:
+        """Add to ``counts`` how often each phrase unit occurs in the folded text."""
+        for index, pattern in self.phrases:
+            found = len(pattern.findall(folded))
+            if found:
+                counts[index] = counts.get(index, 0) + found
 
     def chunk_counts(self, chunk: "LinedChunk") -> dict[int, dict[int, int]]:
         """``folded_counts`` of each line of ``chunk`` that holds a unit, by line number (the
@@ -135,11 +138,10 @@ class PassageScorer:
             counted[line] = counts
         if self.phrases:
             for line, (_, _, _, folded) in enumerate(chunk.lines):
-                for index, pattern in self.phrases:
-                    matched = len(pattern.findall(folded))
-                    if matched:
-                        counts = counted.setdefault(line, {})
-                        counts[index] = counts.get(index, 0) + matched
+                counts = counted.get(line, {})
+                self._add_phrase_counts(folded, counts)
+                if counts:
+                    counted[line] = counts
         return counted
 
     def bm25(self, counts: dict[int, int], words: int, idf: Sequence[float] | None = None) -> float:
@@ -256,11 +258,6 @@ class LinedChunk:
 
 
 _LINED: DigestMemo[LinedChunk] = DigestMemo(1024)  # ~20 KiB a chunk
-
-
-def lined_passages(data: bytes, start: int, end: int) -> tuple[tuple[int, int, str, str], ...]:
-    """(start, end, text, folded words) of each passage of ``data[start:end]`` (``lined_chunk``)."""
-    return lined_chunk(data, start, end).lines
 
 
 def lined_chunk(data: bytes, start: int, end: int) -> LinedChunk:
