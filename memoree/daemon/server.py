@@ -18,7 +18,9 @@ Between requests the writer catches the vectors projection up (``Engine.catch_up
 slice while none arrives), and also after a request whenever the lag is ``CATCH_UP_LAG_EVENTS``
 events or more or has lasted ``CATCH_UP_LAG_S`` (a steady stream never leaves it growing). A
 slice embeds at most ``CATCH_UP_SLICE_EVENTS`` events, so a request arriving meanwhile waits for
-one short slice at most; reads meanwhile embed the few lagging events in memory.
+one short slice at most; reads meanwhile embed the few lagging events in memory, each reader
+process for itself, which is why the bound falls to ``CATCH_UP_LAG_EVENTS_READING`` while reads
+that may use the dense channel flow.
 
 Folders must be private and this user's (``memoree.client.paths.private_dir``: another user's folder is
 refused, never chmod-ed); the Unix socket is 0600 in such a folder; a singleton lock guards each
@@ -73,6 +75,11 @@ MAX_GROUP = 64
 # lag that forces one between requests, and the most events one slice embeds (~5 ms batched).
 CATCH_UP_IDLE_S = 0.05
 CATCH_UP_LAG_EVENTS = 512
+# While reads that may use the dense channel flow, every reader process embeds the lagging events
+# for itself (``queries.dense``): the writer then catches up at this lag, so an event is embedded
+# once rather than once per reader. Reads "flow" when one was routed within ``CATCH_UP_LAG_S``.
+CATCH_UP_LAG_EVENTS_READING = 64
+DENSE_READS = frozenset({"search", "memory.recall", "context.build", "memory.probe", "memory.retrieve"})
 CATCH_UP_LAG_S = 2.0
 CATCH_UP_SLICE_EVENTS = 64
 CATCH_UP_RETRY_S = 30.0  # after a catch-up failed (a full disk, a damaged log): try again this late
@@ -120,6 +127,7 @@ class Writer(threading.Thread):
         self.lag_estimate = 0  # requests since the lag was last looked up: a guess at the events it grew by
         self.retry_at = 0.0  # no catch-up before this monotonic time (after a failure)
         self.catch_ups = 0
+        self.dense_read_at = -CATCH_UP_LAG_S  # monotonic time a read that may embed the lag was last routed
 
     def submit(self, raw: bytes, *, keys_checked: bool = False, op: object = None) -> Future[bytes]:
         """Queue a frame for the writer. ``op``: the frame's op when the caller has decoded it
@@ -172,8 +180,8 @@ class Writer(threading.Thread):
         if self.lagging_since is None:
             self.lagging_since = now
         self.lag_estimate += requests
-        if now < self.retry_at or (self.lag_estimate < CATCH_UP_LAG_EVENTS
-                                   and now - self.lagging_since < CATCH_UP_LAG_S):
+        bound = CATCH_UP_LAG_EVENTS_READING if now - self.dense_read_at < CATCH_UP_LAG_S else CATCH_UP_LAG_EVENTS
+        if now < self.retry_at or (self.lag_estimate < bound and now - self.lagging_since < CATCH_UP_LAG_S):
             return
         try:
             lag = self.service.engine.vectors_lag()
@@ -183,7 +191,7 @@ class Writer(threading.Thread):
         self.lag_estimate = lag
         if not lag:
             self.lagging_since = None
-        elif lag >= CATCH_UP_LAG_EVENTS or now - self.lagging_since >= CATCH_UP_LAG_S:
+        elif lag >= bound or now - self.lagging_since >= CATCH_UP_LAG_S:
             self._catch_up(known_lag=lag)
 
     def _catch_up(self, known_lag: int | None = None) -> bool:
@@ -380,6 +388,8 @@ class Daemon:
 
         op = op_of(raw)
         if self.readers is not None and isinstance(op, str) and op in POOLED_OPS:
+            if op in DENSE_READS:
+                self.writer.dense_read_at = time.monotonic()
             return self.readers.submit(raw)
         # The strict-JSON check (a pure parse, ~15 us per KiB) runs here, on the I/O thread,
         # beside the writer's SQLite work rather than on the writer; a frame that fails it is

@@ -113,3 +113,29 @@ class TestTheWritersCatchUp:
                 time.sleep(0.01)  # the writer's check runs just after it answered
             assert lag(held_back) < 3
         assert held_back.writer.catch_ups >= 4
+
+    def test_while_dense_reads_flow_the_lag_is_caught_up_at_the_reading_bound(self, held_back: Daemon,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+        """With a search after each put, the writer catches up at the reading bound (every reader
+        would embed the lag for itself), though the stream's bound is never reached."""
+        monkeypatch.setattr(server, "CATCH_UP_LAG_EVENTS_READING", 3)
+        monkeypatch.setattr(server, "CATCH_UP_SLICE_EVENTS", 2)
+        for i in range(12):
+            call(held_back, "artifact.put", {"kind": "note", "title": f"n{i}",
+                                             "content": {"type": "text", "data": f"read note {i}"}}, f"p{i}")
+            call(held_back, "search", {"query": "read note"})
+            deadline = time.monotonic() + 5
+            while lag(held_back) >= 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert lag(held_back) < 3
+        assert held_back.writer.catch_ups >= 4
+
+    def test_without_dense_reads_the_stream_bound_holds(self, held_back: Daemon,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+        """Reads that never use the dense channel (doctor) leave the writer on the stream's bound:
+        the lag grows past the reading bound and nothing is caught up."""
+        monkeypatch.setattr(server, "CATCH_UP_LAG_EVENTS_READING", 3)
+        for i in range(8):
+            call(held_back, "artifact.put", {"kind": "note", "title": f"n{i}",
+                                             "content": {"type": "text", "data": f"quiet note {i}"}}, f"q{i}")
+        assert lag(held_back) >= 8 and 0 == held_back.writer.catch_ups
