@@ -13,14 +13,8 @@ every group committed meanwhile while the writer goes on (``memoree.daemon.durab
 concurrent clients share an fsync, and nothing is answered before it is durable. The writer survives every exception: a request
 whose handling fails in any way gets a typed error envelope, and the loop goes on.
 
-Between requests the writer catches the vectors projection up (``Engine.catch_up_vectors``,
-``projections.vectors``): once no request has arrived for ``CATCH_UP_IDLE_S`` (then slice after
-slice while none arrives), and also after a request whenever the lag is ``CATCH_UP_LAG_EVENTS``
-events or more or has lasted ``CATCH_UP_LAG_S`` (a steady stream never leaves it growing). A
-slice embeds at most ``CATCH_UP_SLICE_EVENTS`` events, so a request arriving meanwhile waits for
-one short slice at most; reads meanwhile embed the few lagging events in memory, each reader
-process for itself, which is why the bound falls to ``CATCH_UP_LAG_EVENTS_READING`` while reads
-that may use the dense channel flow.
+Between requests the writer catches the vectors projection up (``memoree.daemon.catchup``: when
+idle, and whenever the lag passes its bound); reads meanwhile embed the lagging events in memory.
 
 Folders must be private and this user's (``memoree.client.paths.private_dir``: another user's folder is
 refused, never chmod-ed); the Unix socket is 0600 in such a folder; a singleton lock guards each
@@ -37,7 +31,6 @@ import signal
 import socket
 import stat
 import threading
-import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -46,6 +39,8 @@ import msgspec
 
 from memoree import __version__, limits
 from memoree.client.transport import Endpoint
+from memoree.daemon import catchup
+from memoree.daemon.catchup import DENSE_READS, VectorsCatchUp
 from memoree.daemon.durability import Answer, Immediate, WalSync, durability_for
 from memoree.daemon.listener import Listener, Peer
 from memoree.daemon.replies import (
@@ -71,18 +66,6 @@ from memoree.service.service import Service
 __all__ = ["Daemon", "serve"]
 
 MAX_GROUP = 64
-# The vectors' catch-up on the writer (see the module docstring): idle time before a slice, the
-# lag that forces one between requests, and the most events one slice embeds (~5 ms batched).
-CATCH_UP_IDLE_S = 0.05
-CATCH_UP_LAG_EVENTS = 512
-# While reads that may use the dense channel flow, every reader process embeds the lagging events
-# for itself (``queries.dense``): the writer then catches up at this lag, so an event is embedded
-# once rather than once per reader. Reads "flow" when one was routed within ``CATCH_UP_LAG_S``.
-CATCH_UP_LAG_EVENTS_READING = 64
-DENSE_READS = frozenset({"search", "memory.recall", "context.build", "memory.probe", "memory.retrieve"})
-CATCH_UP_LAG_S = 2.0
-CATCH_UP_SLICE_EVENTS = 64
-CATCH_UP_RETRY_S = 30.0  # after a catch-up failed (a full disk, a damaged log): try again this late
 # (frame, its future, whether its keys were already checked for repeats, whether it mutates)
 _Queued = tuple[bytes, "Future[bytes]", bool, bool]
 # Lone groups in a row after which the writer syncs a group itself (``WalSync.after_commit``): a
@@ -123,11 +106,7 @@ class Writer(threading.Thread):
         self.lone_groups = 0  # groups of one request in a row, this one included
         self.grouped_requests = 0
         self._since_seal_check = 0
-        self.lagging_since: float | None = None  # monotonic time the vectors began to lag (presumed)
-        self.lag_estimate = 0  # requests since the lag was last looked up: a guess at the events it grew by
-        self.retry_at = 0.0  # no catch-up before this monotonic time (after a failure)
-        self.catch_ups = 0
-        self.dense_read_at = -CATCH_UP_LAG_S  # monotonic time a read that may embed the lag was last routed
+        self.vectors = VectorsCatchUp(service, lambda: self.durability)
 
     def submit(self, raw: bytes, *, keys_checked: bool = False, op: object = None) -> Future[bytes]:
         """Queue a frame for the writer. ``op``: the frame's op when the caller has decoded it
@@ -142,14 +121,14 @@ class Writer(threading.Thread):
     def run(self) -> None:
         name_this_thread("memoree-writer")
         while True:
-            lagging = self.lagging_since is not None and time.monotonic() >= self.retry_at
+            lagging = self.vectors.lagging()
             try:
-                item = self.inbox.get(timeout=CATCH_UP_IDLE_S if lagging else BATCH_SECONDS)
+                item = self.inbox.get(timeout=catchup.CATCH_UP_IDLE_S if lagging else BATCH_SECONDS)
             except queue.Empty:
                 if not lagging:
                     self._seal(force_age=True)
                 # Idle: slice after slice, looking for a request between two.
-                while lagging and self.inbox.empty() and self._catch_up():
+                while lagging and self.inbox.empty() and self.vectors.slice():
                     pass
                 continue
             if item is None:
@@ -169,57 +148,7 @@ class Writer(threading.Thread):
             if self._since_seal_check >= SEAL_CHECK_EVERY:
                 self._since_seal_check = 0
                 self._seal(force_age=False)
-            self._bound_the_lag(len(batch))
-
-    def _bound_the_lag(self, requests: int) -> None:
-        """After requests: presume the vectors lag (the idle catch-up looks), and catch up one
-        slice when the lag passed its bound in events or in time, whether or not more requests
-        wait. The lag (two queries) is looked up only when the requests since the last look could
-        have grown it to the bound (most add one event) or it may have lasted too long."""
-        now = time.monotonic()
-        if self.lagging_since is None:
-            self.lagging_since = now
-        self.lag_estimate += requests
-        bound = CATCH_UP_LAG_EVENTS_READING if now - self.dense_read_at < CATCH_UP_LAG_S else CATCH_UP_LAG_EVENTS
-        if now < self.retry_at or (self.lag_estimate < bound and now - self.lagging_since < CATCH_UP_LAG_S):
-            return
-        try:
-            lag = self.service.engine.vectors_lag()
-        except BaseException as exc:  # noqa: BLE001 - the catch-up must never take the writer down
-            logger().error("vectors_lag_failed", exc_info=exc)
-            return
-        self.lag_estimate = lag
-        if not lag:
-            self.lagging_since = None
-        elif lag >= bound or now - self.lagging_since >= CATCH_UP_LAG_S:
-            self._catch_up(known_lag=lag)
-
-    def _catch_up(self, known_lag: int | None = None) -> bool:
-        """One slice of the vectors' catch-up; the lag clock restarts after each slice. Returns
-        whether more is left to do now (a failure waits ``CATCH_UP_RETRY_S``). A lag that was only
-        presumed (``_bound_the_lag``) and is found level ends here: nothing written, nothing synced.
-        ``known_lag`` is a lag the caller has just looked up (not asked again)."""
-        try:
-            if not (known_lag if known_lag is not None else self.service.engine.vectors_lag()):
-                self.lag_estimate, self.lagging_since = 0, None
-                return False
-        except BaseException as exc:  # noqa: BLE001 - the catch-up must never take the writer down
-            logger().error("vectors_lag_failed", exc_info=exc)
-            self.lagging_since = self.retry_at = time.monotonic() + CATCH_UP_RETRY_S
-            return False
-        try:
-            with self.durability.writing():
-                self.service.engine.catch_up_vectors(CATCH_UP_SLICE_EVENTS)
-            self.catch_ups += 1
-            self.lag_estimate = self.service.engine.vectors_lag()
-            self.lagging_since = time.monotonic() if self.lag_estimate else None
-        except BaseException as exc:  # noqa: BLE001 - reads embed the lag in memory meanwhile
-            logger().error("vectors_catch_up_failed", exc_info=exc)
-            self.lagging_since = self.retry_at = time.monotonic() + CATCH_UP_RETRY_S
-            return False
-        finally:
-            self.durability.after_commit([])  # its rows are synced like any answer's
-        return self.lagging_since is not None
+            self.vectors.after_requests(len(batch))
 
     def _gather(self, first: _Queued) -> tuple[list[_Queued], bool]:
         """The first request and every one queued behind it (up to ``MAX_GROUP``); whether the
@@ -389,7 +318,7 @@ class Daemon:
         op = op_of(raw)
         if self.readers is not None and isinstance(op, str) and op in POOLED_OPS:
             if op in DENSE_READS:
-                self.writer.dense_read_at = time.monotonic()
+                self.writer.vectors.saw_dense_read()
             return self.readers.submit(raw)
         # The strict-JSON check (a pure parse, ~15 us per KiB) runs here, on the I/O thread,
         # beside the writer's SQLite work rather than on the writer; a frame that fails it is

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from memoree.client.transport import Endpoint, exchange
-from memoree.daemon import server
+from memoree.daemon import catchup
 from memoree.daemon.server import Daemon
 from tests.memoree.test_readpool import Served, daemon_in_this_process, ready_readers, served  # noqa: F401 - a fixture
 from tests.queries.test_dense import QUESTION
@@ -52,9 +52,9 @@ def seed(daemon: Daemon) -> tuple[str, int]:
 def held_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Daemon]:
     """A daemon in this process (with its three reader processes) whose writer never catches
     the vectors up on its own during the test."""
-    monkeypatch.setattr(server, "CATCH_UP_IDLE_S", 600.0)
-    monkeypatch.setattr(server, "CATCH_UP_LAG_S", 600.0)
-    monkeypatch.setattr(server, "CATCH_UP_LAG_EVENTS", 10_000)
+    monkeypatch.setattr(catchup, "CATCH_UP_IDLE_S", 600.0)
+    monkeypatch.setattr(catchup, "CATCH_UP_LAG_S", 600.0)
+    monkeypatch.setattr(catchup, "CATCH_UP_LAG_EVENTS", 10_000)
     with daemon_in_this_process(tmp_path) as daemon:
         yield daemon
 
@@ -91,20 +91,20 @@ class TestMemoreeServe:
 class TestTheWritersCatchUp:
     def test_the_idle_writer_catches_the_vectors_up(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """With no request arriving, the writer embeds what lags, slice after slice, to lag 0."""
-        monkeypatch.setattr(server, "CATCH_UP_SLICE_EVENTS", 2)
+        monkeypatch.setattr(catchup, "CATCH_UP_SLICE_EVENTS", 2)
         with daemon_in_this_process(tmp_path) as daemon:
             seed(daemon)
             deadline = time.monotonic() + 30
             while lag(daemon) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert 0 == lag(daemon) and daemon.writer.catch_ups >= 2
+            assert 0 == lag(daemon) and daemon.writer.vectors.catch_ups >= 2
 
     def test_a_steady_stream_never_outgrows_the_lag_bound(self, held_back: Daemon,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
         """With the writer never idle long enough, a lag past its bound is caught up between
         requests: after each acknowledged put the lag returns below the bound."""
-        monkeypatch.setattr(server, "CATCH_UP_LAG_EVENTS", 3)
-        monkeypatch.setattr(server, "CATCH_UP_SLICE_EVENTS", 2)
+        monkeypatch.setattr(catchup, "CATCH_UP_LAG_EVENTS", 3)
+        monkeypatch.setattr(catchup, "CATCH_UP_SLICE_EVENTS", 2)
         for i in range(12):
             call(held_back, "artifact.put", {"kind": "note", "title": f"n{i}",
                                              "content": {"type": "text", "data": f"steady note {i}"}}, f"p{i}")
@@ -112,14 +112,14 @@ class TestTheWritersCatchUp:
             while lag(held_back) >= 3 and time.monotonic() < deadline:
                 time.sleep(0.01)  # the writer's check runs just after it answered
             assert lag(held_back) < 3
-        assert held_back.writer.catch_ups >= 4
+        assert held_back.writer.vectors.catch_ups >= 4
 
     def test_while_dense_reads_flow_the_lag_is_caught_up_at_the_reading_bound(self, held_back: Daemon,
                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
         """With a search after each put, the writer catches up at the reading bound (every reader
         would embed the lag for itself), though the stream's bound is never reached."""
-        monkeypatch.setattr(server, "CATCH_UP_LAG_EVENTS_READING", 3)
-        monkeypatch.setattr(server, "CATCH_UP_SLICE_EVENTS", 2)
+        monkeypatch.setattr(catchup, "CATCH_UP_LAG_EVENTS_READING", 3)
+        monkeypatch.setattr(catchup, "CATCH_UP_SLICE_EVENTS", 2)
         for i in range(12):
             call(held_back, "artifact.put", {"kind": "note", "title": f"n{i}",
                                              "content": {"type": "text", "data": f"read note {i}"}}, f"p{i}")
@@ -128,14 +128,14 @@ class TestTheWritersCatchUp:
             while lag(held_back) >= 3 and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert lag(held_back) < 3
-        assert held_back.writer.catch_ups >= 4
+        assert held_back.writer.vectors.catch_ups >= 4
 
     def test_without_dense_reads_the_stream_bound_holds(self, held_back: Daemon,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
         """Reads that never use the dense channel (doctor) leave the writer on the stream's bound:
         the lag grows past the reading bound and nothing is caught up."""
-        monkeypatch.setattr(server, "CATCH_UP_LAG_EVENTS_READING", 3)
+        monkeypatch.setattr(catchup, "CATCH_UP_LAG_EVENTS_READING", 3)
         for i in range(8):
             call(held_back, "artifact.put", {"kind": "note", "title": f"n{i}",
                                              "content": {"type": "text", "data": f"quiet note {i}"}}, f"q{i}")
-        assert lag(held_back) >= 8 and 0 == held_back.writer.catch_ups
+        assert lag(held_back) >= 8 and 0 == held_back.writer.vectors.catch_ups
