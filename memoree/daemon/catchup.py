@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memoree.log import logger
+from memoree.protocol.ops import OPS
 
 __all__ = ["DENSE_READS", "VectorsCatchUp"]
 
@@ -28,7 +29,8 @@ CATCH_UP_LAG_EVENTS_READING = 64
 CATCH_UP_LAG_S = 2.0
 CATCH_UP_SLICE_EVENTS = 64  # ~5 ms batched
 CATCH_UP_RETRY_S = 30.0  # after a catch-up failed (a full disk, a damaged log): try again this late
-DENSE_READS = frozenset({"search", "memory.recall", "context.build", "memory.probe", "memory.retrieve"})
+# The reads that may use the dense channel: the ops whose input has a ``semantic`` switch.
+DENSE_READS = frozenset(name for name, spec in OPS.items() if "semantic" in spec.input_type.__struct_fields__)
 
 
 class VectorsCatchUp:

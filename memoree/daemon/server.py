@@ -40,7 +40,6 @@ import msgspec
 from memoree import __version__, limits
 from memoree.client.transport import Endpoint
 from memoree.daemon import catchup
-from memoree.daemon.catchup import DENSE_READS, VectorsCatchUp
 from memoree.daemon.durability import Answer, Immediate, WalSync, durability_for
 from memoree.daemon.listener import Listener, Peer
 from memoree.daemon.replies import (
@@ -106,7 +105,7 @@ class Writer(threading.Thread):
         self.lone_groups = 0  # groups of one request in a row, this one included
         self.grouped_requests = 0
         self._since_seal_check = 0
-        self.vectors = VectorsCatchUp(service, lambda: self.durability)
+        self.vectors = catchup.VectorsCatchUp(service, lambda: self.durability)
 
     def submit(self, raw: bytes, *, keys_checked: bool = False, op: object = None) -> Future[bytes]:
         """Queue a frame for the writer. ``op``: the frame's op when the caller has decoded it
@@ -317,7 +316,7 @@ class Daemon:
 
         op = op_of(raw)
         if self.readers is not None and isinstance(op, str) and op in POOLED_OPS:
-            if op in DENSE_READS:
+            if op in catchup.DENSE_READS:
                 self.writer.vectors.saw_dense_read()
             return self.readers.submit(raw)
         # The strict-JSON check (a pure parse, ~15 us per KiB) runs here, on the I/O thread,

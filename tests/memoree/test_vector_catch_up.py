@@ -139,3 +139,8 @@ class TestTheWritersCatchUp:
             call(held_back, "artifact.put", {"kind": "note", "title": f"n{i}",
                                              "content": {"type": "text", "data": f"quiet note {i}"}}, f"q{i}")
         assert lag(held_back) >= 8 and 0 == held_back.writer.vectors.catch_ups
+
+
+def test_the_dense_reads_are_the_ops_with_a_semantic_switch() -> None:
+    """The reads that mark dense reading flowing are search, recall, context.build, probe and retrieve."""
+    assert {"search", "memory.recall", "context.build", "memory.probe", "memory.retrieve"} == catchup.DENSE_READS
