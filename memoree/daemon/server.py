@@ -7,8 +7,9 @@ Unix socket's caller must be this user or an allowed uid; a TCP caller must pres
 secret, ``memoree.client.secret``; a backup over TCP may write only below the configured backup folder)
 and routed: reads go to the reader pool (``memoree.daemon.readpool``: processes with connections of their
 own, one WAL snapshot each), everything else to the single writer thread. The writer groups the
-mutations that are waiting into one transaction, each request in its own savepoint, and
-commits once (group commit); the answers wait for the WAL sync, which a syncer thread does for
+mutations that are waiting into one transaction and commits once (group commit): small puts
+are decided one by one and written together (``Engine.bulk``), every other mutation runs in its
+own savepoint; the answers wait for the WAL sync, which a syncer thread does for
 every group committed meanwhile while the writer goes on (``memoree.daemon.durability``):
 concurrent clients share an fsync, and nothing is answered before it is durable. The writer survives every exception: a request
 whose handling fails in any way gets a typed error envelope, and the loop goes on.
@@ -91,8 +92,11 @@ class Writer(threading.Thread):
 
     Group commit: the writer takes the first request that waits, then every other one already
     queued (never waiting for more, so a lone client is not delayed), runs the mutations among
-    them in one transaction (each in its own savepoint: a failing request is answered with its own
-    error and the others go on) and commits once. The answers then wait in ``durability`` until
+    them in one transaction and commits once. A refused request (a stale revision, an idempotency
+    conflict) is answered with its own error and the others go on: a put is refused before any of
+    it is written, every other mutation runs in its own savepoint. The group's small puts are
+    written together, one statement per table (the bulk lane, ``commands.bulk``), so a failure to
+    write them (a full disk) fails the whole group, retryably, and stores none of it. The answers then wait in ``durability`` until
     the commit is on disk (``memoree.daemon.durability``): while the disk syncs one group, the next
     one is already being written, and every group committed meanwhile shares the next sync."""
 
@@ -195,7 +199,7 @@ class Writer(threading.Thread):
         replies: list[bytes] = []
         handler = self.service.engine.handler
         try:
-            with self.service.engine.group(commit_section=self.durability.commit_section()):
+            with self.service.engine.bulk(commit_section=self.durability.commit_section()):
                 for raw, _, checked, _ in group:
                     replies.append(self.service.handle_bytes(raw, keys_checked=checked).body)
         except BaseException as exc:  # noqa: BLE001 - nothing of the group is durable: say so

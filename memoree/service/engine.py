@@ -185,11 +185,11 @@ class Engine:
                 section.__exit__(None, None, None)
 
     @contextmanager
-    def bulk(self) -> Iterator[Any]:
+    def bulk(self, commit_section: Any = None) -> Iterator[Any]:
         """A ``group`` whose small artifact puts are answered one by one and written together
-        (``commands.bulk``): what a ``batch`` request runs in. A shared log's hosts decide each
-        put against the shared head, so there it is a plain group."""
-        with self.group() as conn:
+        (``commands.bulk``): what a ``batch`` request and the daemon's group commit run in. A
+        shared log's hosts decide each put against the shared head, so there it is a plain group."""
+        with self.group(commit_section) as conn:
             with self.handler.bulk() if self.shared is None else nullcontext():
                 yield conn
 

@@ -13,6 +13,7 @@ import pytest
 
 from memoree.daemon.durability import WalSync, durability_for
 from memoree.daemon.server import Writer
+from memoree.eventlog.db import sqlite3
 from memoree.service.service import Service
 
 CTX = {"workspace_id": "wsp_g", "project_id": "prj_g"}
@@ -64,6 +65,31 @@ class TestGroupCommit:
             got = json.loads(reopened.handle_bytes(frame("artifact.get", {"artifact_id": answers[index]["result"]["artifact_id"]})).body)
             assert got["ok"] and got["result"]["title"] == title
         reopened.close()
+
+    def test_a_groups_puts_go_in_together_and_a_failure_to_write_them_fails_the_group_and_stores_none(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The puts of a group are written in one statement per table (the bulk lane); a full disk while they go in gives every request DISK_FULL and stores none."""
+        service = Service(tmp_path / "data")
+        service.handle_bytes(put(0))
+        head = service.engine.head()
+        handler = service.engine.handler
+        writes: list[int] = []
+        real_put_many = handler.cas.put_inline_many
+
+        def full_disk(blobs: list[tuple[bytes, str]]) -> None:
+            writes.append(len(blobs))
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(handler.cas, "put_inline_many", full_disk)
+        _, answers = run_as_one_group(service, [put(i) for i in range(1, 5)])
+        assert writes == [4], "the group's four puts go in with one statement"
+        assert [a["error"]["code"] for a in answers] == ["DISK_FULL"] * 4
+        assert all(a["error"]["retryable"] for a in answers)
+        assert service.engine.head() == head
+        monkeypatch.setattr(handler.cas, "put_inline_many", real_put_many)
+        _, again = run_as_one_group(service, [put(i) for i in range(1, 5)])
+        assert all(a["ok"] and a["result"]["created"] for a in again), "the retried group stores all four"
+        service.close()
 
     def test_answers_are_released_only_after_the_wal_is_synced(self, tmp_path: Path) -> None:
         """Every answer of a group comes after at least one WAL sync that covers its commit."""
