@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from memoree.eventlog.db import connect
@@ -46,8 +47,14 @@ def raw_sqlite_rate(folder: Path, items: list[str], with_fts: bool) -> float:
     return rate(len(items), timed(load))
 
 
-def service_put_rate(folder: Path, items: list[str]) -> float:
+def service_put_rate(folder: Path, items: list[str], keep_projector: Callable[[str], bool] | None = None) -> float:
+    """Durable puts per second through the in-process service, in a store under ``folder``;
+    ``keep_projector`` (a projector name test) leaves the others out of the write transaction
+    (``tools.bench.putparts``)."""
     service = Service(folder / "data")
+    if keep_projector is not None:
+        handler = service.engine.handler
+        handler.projectors = [p for p in handler.projectors if keep_projector(p.name)]
     context = {"workspace_id": "wsp_bench", "project_id": "prj_bench"}
     requests = [json.dumps({"v": 1, "request_id": f"r{i}", "op": "artifact.put", "idempotency_key": f"k{i}",
                             "context": context, "input": {"kind": "note", "title": f"note {i}",
