@@ -9,11 +9,12 @@ from tools.bench import putparts
 
 
 def test_putparts_benchmark_reports_each_variant_against_the_same_raw_baseline(capsys: object) -> None:
-    """Every variant gives a positive rate beside one raw SQLite + FTS5 figure."""
-    rows = putparts.main(["--quick"])
-    assert [row.name for row in rows] == list(putparts.VARIANTS)
-    assert all(row.ours > 0 for row in rows)
-    assert len({row.baseline for row in rows}) == 1 and rows[0].baseline > 0
+    """Every variant, lone puts and the bulk lane, gives a positive rate beside one raw figure."""
+    for mode, extra in (("put", []), ("bulk", ["--bulk", "10"])):
+        rows = putparts.main(["--quick", *extra])
+        assert [row.name for row in rows] == [f"{mode}: {name}" for name in putparts.VARIANTS]
+        assert all(row.ours > 0 for row in rows)
+        assert len({row.baseline for row in rows}) == 1 and rows[0].baseline > 0
 
 
 def test_a_put_without_projectors_still_answers_and_writes_its_event(tmp_path: Path) -> None:

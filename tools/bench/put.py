@@ -47,14 +47,21 @@ def raw_sqlite_rate(folder: Path, items: list[str], with_fts: bool) -> float:
     return rate(len(items), timed(load))
 
 
+def service_with_projectors(data_dir: Path, keep_projector: Callable[[str], bool] | None = None) -> Service:
+    """The in-process service on ``data_dir``; ``keep_projector`` (a projector name test), when
+    given, leaves the other projectors out of the command handler's write transaction."""
+    service = Service(data_dir)
+    if keep_projector is not None:
+        handler = service.engine.handler
+        handler.projectors = [p for p in handler.projectors if keep_projector(p.name)]
+    return service
+
+
 def service_put_rate(folder: Path, items: list[str], keep_projector: Callable[[str], bool] | None = None) -> float:
     """Durable puts per second through the in-process service, in a store under ``folder``;
     ``keep_projector`` (a projector name test) leaves the others out of the write transaction
     (``tools.bench.putparts``)."""
-    service = Service(folder / "data")
-    if keep_projector is not None:
-        handler = service.engine.handler
-        handler.projectors = [p for p in handler.projectors if keep_projector(p.name)]
+    service = service_with_projectors(folder / "data", keep_projector)
     context = {"workspace_id": "wsp_bench", "project_id": "prj_bench"}
     requests = [json.dumps({"v": 1, "request_id": f"r{i}", "op": "artifact.put", "idempotency_key": f"k{i}",
                             "context": context, "input": {"kind": "note", "title": f"note {i}",
