@@ -43,8 +43,7 @@ BM25_B = 0.75
 LIVE_CLAIM_STATUSES = ("active", "conflicted")
 
 
-@dataclass(eq=False, slots=True)
-class Candidate:
+class Candidate(msgspec.Struct, eq=False):
     """One (entity, revision) under consideration, accumulating every channel's evidence."""
 
     entity_type: str
@@ -60,7 +59,7 @@ class Candidate:
     kind: str
     provenance_json: bytes | str = b"{}"
     statement: str = ""
-    evidence: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = msgspec.field(default_factory=list)
     confidence: float | None = None
     valid_from: str | None = None
     valid_until: str | None = None
@@ -69,15 +68,15 @@ class Candidate:
     trigram_score: float | None = None
     trigram_qualified: bool = False
     trigram_similarity: float | None = None
-    trigram_matched_terms: list[str] = field(default_factory=list)
-    typo_units: list[str] = field(default_factory=list)
-    typo_expressions: list[tuple[int, str]] = field(default_factory=list)
-    matched_free: list[str] = field(default_factory=list)
-    matched_phrases: list[str] = field(default_factory=list)
+    trigram_matched_terms: list[str] = msgspec.field(default_factory=list)
+    typo_units: list[str] = msgspec.field(default_factory=list)
+    typo_expressions: list[tuple[int, str]] = msgspec.field(default_factory=list)
+    matched_free: list[str] = msgspec.field(default_factory=list)
+    matched_phrases: list[str] = msgspec.field(default_factory=list)
     lexical_qualified: bool = False
     lexical_coverage: float = 0.0
     exact_tier: bool = False
-    channel_scores: dict[str, float] = field(default_factory=dict)
+    channel_scores: dict[str, float] = msgspec.field(default_factory=dict)
     fusion: float = 0.0
     score: float = 0.0
     recency_eligible: bool = False
@@ -93,7 +92,7 @@ class Candidate:
     retained_for_conflict: bool = False
     excerpt: str = ""
     citation: str = ""
-    retrieval_keys: dict[str, Any] = field(default_factory=dict)
+    retrieval_keys: dict[str, Any] = msgspec.field(default_factory=dict)
     cited_span: bool = False
 
     @property
