@@ -133,18 +133,30 @@ class Sweep:
             (conversation, question) for conversation in conversations
             for question in selected_questions(conversation, options)
             if question.category in CATEGORIES and question.gold]
-        self.baseline = self._baseline(conversations)
+        self.groups = self._groups()
+        self.baseline = self._baseline()
 
-    def _baseline(self, conversations: Sequence[Conversation]) -> dict[Key, float]:
+    def _groups(self) -> dict[str, dict[str, list[Key]]]:
+        """The question keys per category name and per conversation."""
+        by: dict[str, dict[str, list[Key]]] = {"category": defaultdict(list), "conversation": defaultdict(list)}
+        for conversation, question in self.asked:
+            by["category"][CATEGORIES[question.category]].append(key(conversation, question))
+            by["conversation"][conversation.name].append(key(conversation, question))
+        return by
+
+    def _baseline(self) -> dict[Key, float]:
+        """Each question's coverage by BM25 over its conversation's turns, packed into the budget."""
         coverage: dict[Key, float] = {}
-        for conversation in conversations:
-            index = TurnIndex(list(conversation.turns.values()))
-            try:
-                for c, question in self.asked:
-                    if c is conversation:
-                        page = Answer(index.pack(question.question, self.budget))
-                        coverage[key(c, question)] = share(page, question, conversation)
-            finally:
+        indexes: dict[str, TurnIndex] = {}
+        try:
+            for conversation, question in self.asked:
+                index = indexes.get(conversation.name)
+                if index is None:
+                    index = indexes[conversation.name] = TurnIndex(list(conversation.turns.values()))
+                page = Answer(index.pack(question.question, self.budget))
+                coverage[key(conversation, question)] = share(page, question, conversation)
+        finally:
+            for index in indexes.values():
                 index.close()
         return coverage
 
@@ -158,14 +170,6 @@ class Sweep:
                 outcome.coverage[key(conversation, question)] = share(answer_from_result(result), question,
                                                                       conversation)
         return outcome
-
-    def groups(self) -> dict[str, dict[str, list[Key]]]:
-        """The question keys per category name and per conversation."""
-        by: dict[str, dict[str, list[Key]]] = {"category": defaultdict(list), "conversation": defaultdict(list)}
-        for conversation, question in self.asked:
-            by["category"][CATEGORIES[question.category]].append(key(conversation, question))
-            by["conversation"][conversation.name].append(key(conversation, question))
-        return by
 
     def ratio(self, outcome: Outcome, keys: Sequence[Key]) -> float:
         ours = sum(outcome.coverage[k] for k in keys)
@@ -183,7 +187,7 @@ def share(answer: Answer, question: Question, conversation: Conversation) -> flo
 
 def summary(sweep: Sweep, outcome: Outcome, unchanged: Outcome) -> dict[str, Any]:
     keys = list(outcome.coverage)
-    groups = sweep.groups()
+    groups = sweep.groups
     return {
         "setting": outcome.setting.label,
         "coverage": round(sum(outcome.coverage.values()) / len(keys), 4) if keys else None,
@@ -199,7 +203,7 @@ def summary(sweep: Sweep, outcome: Outcome, unchanged: Outcome) -> dict[str, Any
 def held_out(sweep: Sweep, outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
     """Per conversation: the setting chosen on the others, and its held-out ratio against the
     unchanged code's (``outcomes[0]``)."""
-    by_conversation = sweep.groups()["conversation"]
+    by_conversation = sweep.groups["conversation"]
     if len(by_conversation) < 2:
         return []
     folds = []
@@ -243,7 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             load_conversation(client, conversation)
         sweep = Sweep(client, conversations, args.budget, options)
         print(f"context.build@{args.budget}, {len(sweep.asked)} questions; per conversation: "
-              f"{' / '.join(sorted(sweep.groups()['conversation']))}")
+              f"{' / '.join(sorted(sweep.groups['conversation']))}")
         outcomes = []
         rows = []
         for setting in [Setting(), *settings]:
