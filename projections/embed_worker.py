@@ -25,6 +25,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +66,11 @@ def embed_request(model: Any, request: list[Any]) -> tuple[list[Any] | None, byt
 
 
 class EmbeddingWorker:
-    """One child process; ``submit`` requests, then ``take`` their replies in the same order."""
+    """One child process; ``submit`` requests, then ``take`` their replies in the same order.
+    ``on_reply``, when given, is called (from the worker's reader thread) after each reply or
+    failure arrives, so a caller need not poll."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, on_reply: Callable[[], None] | None = None) -> None:
         import msgspec
 
         self.encoder = msgspec.msgpack.Encoder()
@@ -77,6 +80,7 @@ class EmbeddingWorker:
         self.requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.outstanding = 0
         self.failure: str | None = None
+        self.on_reply = on_reply
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         try:
             self.process = subprocess.Popen(
@@ -172,8 +176,14 @@ class EmbeddingWorker:
                     raise EOFError("the embedding worker's reply was cut short")
                 spans, block = self.decoder.decode(body)
                 self.replies.put((spans, block))
+                self._notify()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, who embeds itself
             self.replies.put(exc)
+            self._notify()
+
+    def _notify(self) -> None:
+        if self.on_reply is not None:
+            self.on_reply()
 
 
 def serve(folder: str, revision: str) -> int:

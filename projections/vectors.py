@@ -23,7 +23,10 @@ projector empties, is never embedded). It runs in one of two modes:
   event after that mark in one batch, in a write transaction of its own that stores the rows and
   moves (or, once level with the log, deletes) the mark: rows and mark always commit together, so
   a crash at any point leaves them consistent, and a caught-up store holds exactly a replay's rows.
-  A purge still erases the artifact's stored rows in its own transaction. A read whose snapshot
+  A purge still erases the artifact's stored rows in its own transaction. The daemon's writer
+  splits a catch-up in two (``slice_job``, then ``store_slice`` once another process embedded
+  the job's texts): the store is refused when the mark or the purge generation moved meanwhile,
+  so what it stores is what ``catch_up`` would have stored at that moment. A read whose snapshot
   is past the mark embeds the events after it in memory (``pending_rows``: the same function of
   the same text, so the same bytes the catch-up will store), which is how every read sees every
   write at or before its snapshot, through the dense channel too.
@@ -57,8 +60,8 @@ from .embedding import load_model, split_rows
 from .fts import CHUNK_ID_BITS, last_doc_ids
 from .windows import PASSAGE_BYTES, passage_spans
 
-__all__ = ["PASSAGE_BYTES", "VectorsProjector", "caught_up_rows", "embedded_through", "passage_spans",
-           "pending_rows", "projector_version"]
+__all__ = ["PASSAGE_BYTES", "SliceJob", "VectorsProjector", "caught_up_rows", "embedded_through",
+           "passage_spans", "pending_rows", "projector_version", "slice_job"]
 
 BULK_BATCH = 512
 # A replay embeds in a child process (``projections.embed_worker``) once it has this many rows
@@ -113,6 +116,50 @@ def embedded_through(conn: Any) -> int | None:
     when they are complete through the projection's checkpoint (nothing lags)."""
     row = conn.execute("SELECT value FROM vector_state WHERE key = ?", (WATERMARK,)).fetchone()
     return None if row is None else row[0]
+
+
+def purge_generation(conn: Any) -> int:
+    """How many purges have erased stored rows (``vector_state.generation``, absent = 0)."""
+    row = conn.execute("SELECT value FROM vector_state WHERE key = 'generation'").fetchone()
+    return 0 if row is None else row[0]
+
+
+def _log_head(conn: Any) -> int:
+    return conn.execute("SELECT coalesce(max(commit_seq), 0) FROM events").fetchone()[0]
+
+
+class SliceJob(msgspec.Struct, frozen=True):
+    """A slice of the catch-up read and not yet embedded: the events ``(mark, upto]``, the purge
+    generation it was read at, and the texts whose rows it owes (``requests``, in that order, are
+    what ``embed_request`` answers, here or in an embedding worker)."""
+
+    mark: int
+    upto: int
+    generation: int
+    artifacts: list[_Revision]
+    claims: list[tuple[int, str, str]]
+
+    def requests(self) -> list[list[Any]]:
+        wanted: list[list[Any]] = []
+        if self.artifacts:
+            wanted.append(["a", [[revision[3], revision[4]] for revision in self.artifacts]])
+        if self.claims:
+            wanted.append(["t", [row[-1] for row in self.claims]])
+        return wanted
+
+
+def slice_job(conn: Any, max_events: int) -> SliceJob | None:
+    """The next ``max_events`` events of the catch-up as a job (``None`` when nothing lags or
+    the model is not installed). The generation is read before the texts, so a purge that
+    empties one of them after this read also refuses the job's store."""
+    mark = embedded_through(conn)
+    if mark is None or load_model() is None:
+        return None
+    generation = purge_generation(conn)
+    upto = min(_log_head(conn), mark + max_events)
+    artifact_ids, claim_ids = _embedded_revisions(conn, mark, upto)
+    return SliceJob(mark, upto, generation, [_artifact_text(conn, revision_id) for revision_id in artifact_ids],
+                    [_claim_text(conn, revision_id) for revision_id in claim_ids])
 
 
 def _embedded_revisions(conn: Any, after: int, upto: int) -> tuple[list[str], list[str]]:
@@ -205,6 +252,14 @@ def claim_rows(batch: list[tuple[int, str, str]], reply: tuple[Any, bytes]) -> l
     """``claim_vectors`` rows of embedded claim revisions."""
     blobs = iter(split_rows(reply[1]))
     return [(doc_id, revision_id, next(blobs)) for doc_id, revision_id, _ in batch]
+
+
+def _move_mark(conn: Any, upto: int, head: int) -> None:
+    """The rows are complete through ``upto``: move the mark there, or delete it once level."""
+    if upto >= head:
+        conn.execute("DELETE FROM vector_state WHERE key = ?", (WATERMARK,))
+    else:
+        conn.execute("UPDATE vector_state SET value = ? WHERE key = ?", (upto, WATERMARK))
 
 
 class VectorsProjector:
@@ -327,7 +382,7 @@ class VectorsProjector:
         mark = embedded_through(conn)
         if mark is None or self.model is None:
             return 0
-        head = conn.execute("SELECT coalesce(max(commit_seq), 0) FROM events").fetchone()[0]
+        head = _log_head(conn)
         upto = head if max_events is None else min(head, mark + max_events)
         artifacts, claims = _embedded_revisions(conn, mark, upto)
         # Embedded here, never in the replay's worker: a catch-up has little else to overlap
@@ -342,11 +397,24 @@ class VectorsProjector:
             self._flush(conn)
         finally:
             self.bulk = bulk
-        if upto >= head:
-            conn.execute("DELETE FROM vector_state WHERE key = ?", (WATERMARK,))
-        else:
-            conn.execute("UPDATE vector_state SET value = ? WHERE key = ?", (upto, WATERMARK))
+        _move_mark(conn, upto, head)
         return upto - mark
+
+    def store_slice(self, conn: Any, job: SliceJob, replies: Sequence[tuple[Any, bytes]]) -> int:
+        """Inside the caller's write transaction: store a job's rows from its ``replies`` (one per
+        request, in order) and move the mark past it; returns how many events it covered. A job
+        read before the mark moved or a purge erased rows (a stale job) stores nothing: 0."""
+        head = _log_head(conn)
+        if (self.model is None or embedded_through(conn) != job.mark
+                or purge_generation(conn) != job.generation or job.upto > head):
+            return 0
+        answers = iter(replies)
+        if job.artifacts:
+            self._store(conn, "a", job.artifacts, next(answers))
+        if job.claims:
+            self._store(conn, "t", job.claims, next(answers))
+        _move_mark(conn, job.upto, head)
+        return job.upto - job.mark
 
     def _artifact_revision(self, conn: Any, revision_id: str) -> None:
         revision = _artifact_text(conn, revision_id)

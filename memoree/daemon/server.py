@@ -68,6 +68,7 @@ __all__ = ["Daemon", "serve"]
 MAX_GROUP = 64
 # (frame, its future, whether its keys were already checked for repeats, whether it mutates)
 _Queued = tuple[bytes, "Future[bytes]", bool, bool]
+_WAKE = object()  # in the writer's inbox: the embedding worker answered (``catchup.VectorsCatchUp.collect``)
 # Lone groups in a row after which the writer syncs a group itself (``WalSync.after_commit``): a
 # lone client gains nothing from the pipeline but pays its hand-off.
 LONE_GROUPS_TO_SYNC_INLINE = 2
@@ -104,12 +105,12 @@ class Writer(threading.Thread):
         super().__init__(name="memoree-writer", daemon=True)
         self.service = service
         self.durability = durability or Immediate()
-        self.inbox: queue.SimpleQueue[_Queued | None] = queue.SimpleQueue()
+        self.inbox: queue.SimpleQueue[_Queued | object | None] = queue.SimpleQueue()
         self.groups = 0
         self.lone_groups = 0  # groups of one request in a row, this one included
         self.grouped_requests = 0
         self._since_seal_check = 0
-        self.vectors = catchup.VectorsCatchUp(service, lambda: self.durability)
+        self.vectors = catchup.VectorsCatchUp(service, lambda: self.durability, wake=lambda: self.inbox.put(_WAKE))
 
     def submit(self, raw: bytes, *, keys_checked: bool = False, op: object = None) -> Future[bytes]:
         """Queue a frame for the writer. ``op``: the frame's op when the caller has decoded it
@@ -130,13 +131,20 @@ class Writer(threading.Thread):
             except queue.Empty:
                 if not lagging:
                     self._seal(force_age=True)
+                    self.vectors.tend_worker()
                 # Idle: slice after slice, looking for a request between two.
                 while lagging and self.inbox.empty() and self.vectors.slice():
                     pass
                 continue
             if item is None:
+                self.vectors.close()
                 return
-            batch, stopping = self._gather(item)
+            if item is _WAKE:
+                # The embedding worker answered; an idle writer goes on with the next slice.
+                if self.vectors.collect() and self.inbox.empty() and self.vectors.idle():
+                    self.vectors.slice()
+                continue
+            batch, stopping, woken = self._gather(item)
             try:
                 answers = self._process(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer survives everything
@@ -146,26 +154,33 @@ class Writer(threading.Thread):
             lone = self.lone_groups >= LONE_GROUPS_TO_SYNC_INLINE and self.inbox.empty()
             self.durability.after_commit(answers, more_waiting=stopping or not lone)
             if stopping:
+                self.vectors.close()
                 return
+            if woken:
+                self.vectors.collect()
             self._since_seal_check += len(batch)
             if self._since_seal_check >= SEAL_CHECK_EVERY:
                 self._since_seal_check = 0
                 self._seal(force_age=False)
             self.vectors.after_requests(len(batch))
 
-    def _gather(self, first: _Queued) -> tuple[list[_Queued], bool]:
+    def _gather(self, first: _Queued) -> tuple[list[_Queued], bool, bool]:
         """The first request and every one queued behind it (up to ``MAX_GROUP``); whether the
-        stop signal came among them."""
+        stop signal came among them, and whether the embedding worker's wake-up did."""
         batch = [first]
+        woken = False
         while len(batch) < MAX_GROUP:
             try:
                 extra = self.inbox.get_nowait()
             except queue.Empty:
                 break
             if extra is None:
-                return batch, True
-            batch.append(extra)
-        return batch, False
+                return batch, True, woken
+            if extra is _WAKE:
+                woken = True
+                continue
+            batch.append(extra)  # type: ignore[arg-type]
+        return batch, False, woken
 
     def _seal(self, *, force_age: bool) -> None:
         """Close a Merkle batch when one is full, or (on idle) when any event is unsealed."""

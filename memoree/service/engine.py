@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoree.commands.handler import CommandHandler
 from memoree.errors import ConfigError, InvalidRequest, MemoreeError
@@ -45,6 +45,9 @@ from memoree.projections.base import (
 )
 from memoree.projections.keys import recorded_epochs
 from memoree.service.logconfig import open_shared_log
+
+if TYPE_CHECKING:
+    from memoree.projections.vectors import SliceJob
 
 __all__ = ["DB_FILENAME", "Engine", "catching_up_vectors", "prepare_data_dir"]
 
@@ -247,17 +250,40 @@ class Engine:
         they go nowhere else, and its file never fsyncs on its own anyway."""
         if not getattr(self.vectors, "lazy", False) or self.log.in_transaction or not self.vectors_lag():
             return 0
+        with self._derived_rows_transaction() as conn:
+            return self.vectors.catch_up(conn, max_events)  # type: ignore[attr-defined]
+
+    def vectors_slice_job(self, max_events: int) -> SliceJob | None:
+        """The catch-up's next slice, read for another process to embed (``None`` inside a
+        transaction, where nothing lags, or without the model); ``store_vectors_slice`` stores it."""
+        if not getattr(self.vectors, "lazy", False) or self.log.in_transaction:
+            return None
+        from memoree.projections.vectors import slice_job
+
+        with storage_errors():
+            return slice_job(self.conn, max_events)
+
+    def store_vectors_slice(self, job: SliceJob, replies: Sequence[tuple[Any, bytes]]) -> int:
+        """Store a job's embedded rows as ``catch_up_vectors`` stores its own (same transaction,
+        same durability); 0 when the job went stale meanwhile (it stores nothing then)."""
+        if self.log.in_transaction:
+            return 0
+        with self._derived_rows_transaction() as conn:
+            return self.vectors.store_slice(conn, job, replies)  # type: ignore[attr-defined]
+
+    @contextmanager
+    def _derived_rows_transaction(self) -> Iterator[Any]:
+        """A write transaction for derived rows, committed without an fsync (see
+        ``catch_up_vectors``)."""
         with storage_errors():
             synchronous = self.conn.execute("PRAGMA synchronous").fetchone()[0]
             self.conn.execute(f"PRAGMA synchronous = {min(int(synchronous), 1)}")
             try:
-                with self._derived_rows_transaction() as conn:
-                    return self.vectors.catch_up(conn, max_events)  # type: ignore[attr-defined]
+                transaction = self.log.transaction() if self.shared is None else self.shared.local_transaction()
+                with transaction as conn:
+                    yield conn
             finally:
                 self.conn.execute(f"PRAGMA synchronous = {int(synchronous)}")
-
-    def _derived_rows_transaction(self) -> Any:
-        return self.log.transaction() if self.shared is None else self.shared.local_transaction()
 
     def _catch_up_or_warn(self) -> None:
         """Catch the vectors up where opening or closing: a failure (a damaged log, a full disk)

@@ -141,6 +141,93 @@ class TestTheWritersCatchUp:
         assert lag(held_back) >= 8 and 0 == held_back.writer.vectors.catch_ups
 
 
+def wait_level(daemon: Daemon, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while lag(daemon) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert 0 == lag(daemon)
+
+
+class TestTheEmbeddingWorker:
+    def test_the_writer_hands_its_slices_to_a_worker_process(self, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+        """The idle writer's slices are embedded by a child process, and the stored rows answer
+        by meaning like rows the writer embeds itself."""
+        monkeypatch.setattr(catchup, "CATCH_UP_SLICE_EVENTS", 2)
+        with daemon_in_this_process(tmp_path) as daemon:
+            made, _ = seed(daemon)
+            wait_level(daemon)
+            vectors = daemon.writer.vectors
+            assert vectors.handed_out >= 2 and not vectors.embed_here
+            assert vectors.worker is not None and vectors.worker.process.poll() is None
+            recalled = call(daemon, "memory.recall", {"query": QUESTION})
+            assert [made] == [c["claim_id"] for c in recalled["result"]["claims"]]
+
+    def test_a_worker_that_dies_leaves_the_writer_embedding_itself(self, tmp_path: Path) -> None:
+        """When the child process is killed, the writer embeds the slice it owed and every later
+        one on its own thread: the vectors still catch up."""
+        with daemon_in_this_process(tmp_path) as daemon:
+            seed(daemon)
+            wait_level(daemon)
+            worker = daemon.writer.vectors.worker
+            assert worker is not None
+            worker.process.kill()
+            worker.process.wait()
+            for i in range(3):
+                call(daemon, "artifact.put", {"kind": "note", "title": f"after {i}",
+                                              "content": {"type": "text", "data": f"written after the kill {i}"}},
+                     f"after{i}")
+            wait_level(daemon)
+            assert daemon.writer.vectors.embed_here and daemon.writer.vectors.worker is None
+
+    def test_a_worker_that_stops_answering_is_given_up(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A slice the (stopped) child never answers is embedded by the writer after
+        ``WORKER_OVERDUE_S``, and the vectors catch up."""
+        import signal
+
+        from memoree.daemon import server
+        from memoree.projections import embed_worker
+
+        monkeypatch.setattr(server, "BATCH_SECONDS", 0.05)
+        monkeypatch.setattr(embed_worker, "STOP_SECONDS", 0.2)
+        with daemon_in_this_process(tmp_path) as daemon:
+            seed(daemon)
+            wait_level(daemon)
+            worker = daemon.writer.vectors.worker
+            assert worker is not None
+            monkeypatch.setattr(catchup, "WORKER_OVERDUE_S", 0.2)  # once it is up: its start takes longer
+            worker.process.send_signal(signal.SIGSTOP)
+            try:
+                call(daemon, "artifact.put", {"kind": "note", "title": "stuck",
+                                              "content": {"type": "text", "data": "a note nobody embeds"}}, "stuck")
+                wait_level(daemon)
+            finally:
+                if worker.process.poll() is None:
+                    worker.process.kill()
+            assert daemon.writer.vectors.embed_here
+
+    def test_an_idle_worker_stops_and_the_next_slice_starts_another(self, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+        """After ``WORKER_IDLE_S`` without a slice the worker process exits; a later write's slice
+        starts a new one."""
+        from memoree.daemon import server
+
+        monkeypatch.setattr(catchup, "WORKER_IDLE_S", 0.0)
+        monkeypatch.setattr(server, "BATCH_SECONDS", 0.05)
+        with daemon_in_this_process(tmp_path) as daemon:
+            seed(daemon)
+            wait_level(daemon)
+            deadline = time.monotonic() + 10
+            while daemon.writer.vectors.worker is not None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert daemon.writer.vectors.worker is None
+            handed_out = daemon.writer.vectors.handed_out
+            call(daemon, "artifact.put", {"kind": "note", "title": "later",
+                                          "content": {"type": "text", "data": "a later note"}}, "later")
+            wait_level(daemon)
+            assert daemon.writer.vectors.handed_out > handed_out and not daemon.writer.vectors.embed_here
+
+
 def test_the_dense_reads_are_the_ops_with_a_semantic_switch() -> None:
     """The reads that mark dense reading flowing are search, recall, context.build, probe and retrieve."""
     assert {"search", "memory.recall", "context.build", "memory.probe", "memory.retrieve"} == catchup.DENSE_READS

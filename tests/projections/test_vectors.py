@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from memoree.projections import embedding
+from memoree.projections.embed_worker import embed_request
 from memoree.projections.vectors import MODEL_VERSION, PASSAGE_BYTES, embedded_through, passage_spans
 from memoree.service.service import Service
 from tests.conftest import Caller
@@ -131,6 +132,69 @@ class TestProjection:
         finally:
             service.close()
 
+
+
+def embedded_elsewhere(engine: Any, job: Any) -> list[Any]:
+    """What an embedding worker answers for a job's requests (the same function, here)."""
+    return [embed_request(engine.vectors.model, request) for request in job.requests()]
+
+
+class TestSlicesEmbeddedElsewhere:
+    """A catch-up split in two (the daemon's writer): read a slice, embed it elsewhere, store it."""
+
+    def test_a_slice_stored_from_elsewhere_leaves_the_rows_the_catch_up_leaves(self, call: Caller,
+                                                                                tmp_path: Path) -> None:
+        """Slices read, embedded outside the store and stored in turn leave every vector row and
+        the mark as one catch-up leaves them in a store of the same writes."""
+        single = Caller(Service(tmp_path / "single"))
+        try:
+            for caller in (call, single):
+                populate(caller)
+                caller.put_text("a third text\nwith two lines", title="third")
+            single.service.engine.catch_up_vectors()
+            expected = id_free_rows(single.service.engine.conn)
+        finally:
+            single.service.close()
+        engine = call.service.engine
+        lag = engine.vectors_lag()
+        covered = 0
+        while (job := engine.vectors_slice_job(2)) is not None:
+            stored = engine.store_vectors_slice(job, embedded_elsewhere(engine, job))
+            assert stored == job.upto - job.mark and 0 < stored <= 2
+            covered += stored
+        assert covered == lag and embedded_through(engine.conn) is None
+        assert expected == id_free_rows(engine.conn)
+
+    def test_a_slice_read_before_a_purge_stores_nothing(self, call: Caller) -> None:
+        """A purge between a slice's read and its store refuses the store (the text it read is
+        gone); the next slice reads again and keeps no passage of the purged artifact."""
+        made = populate(call)
+        engine = call.service.engine
+        job = engine.vectors_slice_job(64)
+        mark = embedded_through(engine.conn)
+        call.ok("artifact.purge", {"artifact_id": made["artifact_id"], "reason": "erasure"}, key="purge")
+        assert engine.store_vectors_slice(job, embedded_elsewhere(engine, job)) == 0
+        assert embedded_through(engine.conn) == mark
+        assert engine.conn.execute("SELECT count(*) FROM artifact_vectors").fetchone()[0] == 0
+        again = engine.vectors_slice_job(64)
+        assert engine.store_vectors_slice(again, embedded_elsewhere(engine, again)) > 0
+        assert [(None,), (None,)] == engine.conn.execute(
+            "SELECT start_byte FROM artifact_vectors WHERE artifact_id = ?", (made["artifact_id"],)).fetchall()
+
+    def test_a_slice_read_before_another_catch_up_stores_nothing(self, call: Caller) -> None:
+        """A slice whose mark another catch-up moved meanwhile is refused, so no row is stored twice."""
+        populate(call)
+        engine = call.service.engine
+        job = engine.vectors_slice_job(64)
+        expected = caught_up(engine)
+        assert engine.store_vectors_slice(job, embedded_elsewhere(engine, job)) == 0
+        assert expected == rows(engine.conn)
+
+    def test_nothing_lagging_gives_no_slice(self, call: Caller) -> None:
+        """A level projection has no slice to read."""
+        populate(call)
+        caught_up(call.service.engine)
+        assert call.service.engine.vectors_slice_job(64) is None
 
 
 def id_free_rows(conn: Any) -> dict[str, list[tuple[Any, ...]]]:

@@ -13,8 +13,9 @@ transaction; four clients with one. The row with the old bench's text (one sente
 an empty store) shows what that text hid: it indexes almost nothing new. Each throughput row also
 reports the daemon's CPU per put (from /proc), so a loaded machine's slow fsync shows as a gap
 between CPU and wall time rather than as a mystery, and that CPU by daemon thread (the kernel's
-thread names: ``io`` is the listener's loop, then the writer, the syncer, the checkpointer) beside
-the client processes' own. The one-client row is also compared with the same puts made in this
+thread names: ``io`` is the listener's loop, then the writer, the syncer, the checkpointer; the
+embedding worker process that the writer's vectors catch-up hands its texts to counts as the
+daemon's too) beside the client processes' own. The one-client row is also compared with the same puts made in this
 process (``Service.handle_bytes``: the same requests, texts and store size, no socket, no thread
 hand-off), which is what the daemon adds; the store's vectors are caught up before the timed puts
 on both sides. It also prints how the writer grouped the four clients' puts (requests per group,
@@ -93,6 +94,28 @@ def thread_cpu_seconds(pid: int) -> dict[str, float]:
     return seconds
 
 
+def embedding_worker_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each of the daemon's embedding worker processes (``memoree.daemon.catchup``:
+    the vectors' catch-up embeds there), by pid: its CPU is the daemon's too."""
+    found: dict[int, float] = {}
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            pids = [int(child) for child in children.read_text().split()]
+        except OSError:
+            continue
+        for child in pids:
+            try:
+                if b"embed_worker" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found[child] = daemon_cpu_seconds(child)
+            except OSError:  # it exited meanwhile
+                continue
+    return found
+
+
+def _worker_seconds(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(spent - before.get(child, 0.0) for child, spent in after.items())
+
+
 def machine_busy_seconds() -> float:
     """CPU seconds every core of this machine has spent busy since boot (``/proc/stat``: all but
     idle and I/O wait), whoever spent them: on a shared machine other work counts too."""
@@ -117,7 +140,7 @@ def daemon_put_rate(endpoint: Endpoint, bodies: list[bytes], clients: int, daemo
     for _ in workers:
         ready.acquire()
     threads, children = thread_cpu_seconds(daemon_pid), resource.getrusage(resource.RUSAGE_CHILDREN)
-    machine = machine_busy_seconds()
+    machine, embedding = machine_busy_seconds(), embedding_worker_cpu(daemon_pid)
     cpu, started = daemon_cpu_seconds(daemon_pid), time.perf_counter()
     go.set()
     for worker in workers:
@@ -126,9 +149,13 @@ def daemon_put_rate(endpoint: Endpoint, bodies: list[bytes], clients: int, daemo
             raise RuntimeError("a benchmark client failed")
     seconds, cpu = time.perf_counter() - started, daemon_cpu_seconds(daemon_pid) - cpu
     machine = machine_busy_seconds() - machine
+    embedded = _worker_seconds(embedding, embedding_worker_cpu(daemon_pid))
+    cpu += embedded
     puts = share * clients
     if breakdown is not None:
         breakdown["machine"] = machine / puts * 1000
+        if embedded > 0:
+            breakdown["embedding worker"] = embedded / puts * 1000
         for name, spent in thread_cpu_seconds(daemon_pid).items():
             if spent - threads.get(name, 0.0) > 0:
                 breakdown[name] = (spent - threads.get(name, 0.0)) / puts * 1000
