@@ -149,6 +149,14 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _is_embedding_worker(pid: int) -> bool:
+    """Whether a child of the daemon is its embedding worker (``memoree.daemon.catchup``), not a reader."""
+    try:
+        return b"embed_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 @dataclass
 class Cpu:
     """Where one run's CPU went, in seconds: the clients, the daemon process, its readers."""
@@ -184,7 +192,7 @@ class Cpu:
         ms = 1000 / max(requests, 1.0)
         used = (self.clients + self.daemon + self.readers) / self.wall if self.wall else 0.0
         return (f"clients {self.clients * ms:.2f} ms, daemon {self.daemon * ms:.2f} ms, "
-                f"readers {self.readers * ms:.2f} ms per request; {used:.2f} cores busy")
+                f"readers (and the embedding worker) {self.readers * ms:.2f} ms per request; {used:.2f} cores busy")
 
 
 def _server_cpu(daemon_pid: int | None) -> tuple[float, float]:
@@ -299,8 +307,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 cpus["writer, 3 elsewhere"].add(step)
                 wrote["control"] += args.puts / (control or 1.0)
                 cpus["writer, 3 elsewhere"].wal_mib = _wal_mib(store)
+            children = {pid: _is_embedding_worker(pid) for pid in _children(proc.pid)}
             memory = f"RSS after the runs: daemon {_rss_mib(proc.pid)} MiB, readers " + \
-                " / ".join(f"{_rss_mib(pid)}" for pid in _children(proc.pid)) + " MiB"
+                " / ".join(f"{_rss_mib(pid)}" for pid, worker in children.items() if not worker) + " MiB" + \
+                "".join(f", embedding worker {_rss_mib(pid)} MiB" for pid, worker in children.items() if worker)
         finally:
             for daemon in (proc, other):
                 daemon.send_signal(signal.SIGTERM)
