@@ -45,7 +45,6 @@ CATCH_UP_LAG_EVENTS_READING = 64
 CATCH_UP_LAG_S = 2.0
 CATCH_UP_SLICE_EVENTS = 64  # ~5 ms batched
 CATCH_UP_RETRY_S = 30.0  # after a catch-up failed (a full disk, a damaged log): try again this late
-EMBED_IN_WORKER = True  # off: the writer embeds each slice itself (benchmarks compare the two)
 WORKER_IDLE_S = 60.0  # the embedding worker (~120 MB) stops after this long without a slice
 WORKER_OVERDUE_S = 30.0  # a slice the worker has not answered this long is embedded by the writer
 # The reads that may use the dense channel: the ops whose input has a ``semantic`` switch.
@@ -67,7 +66,7 @@ class VectorsCatchUp:
         self.dense_read_at = -CATCH_UP_LAG_S  # monotonic time a read that may embed the lag was last routed
         self.catch_ups = 0
         self.worker: EmbeddingWorker | None = None
-        self.embed_here = wake is None or not EMBED_IN_WORKER  # set for good when the worker fails
+        self.embed_here = wake is None  # set for good when the worker fails
         self.job: SliceJob | None = None  # the slice out being embedded
         self.replies: list[tuple[Any, bytes]] = []
         self.handed_out = 0  # slices the worker embedded and the writer stored (tests, benches)

@@ -94,21 +94,34 @@ def thread_cpu_seconds(pid: int) -> dict[str, float]:
     return seconds
 
 
-def embedding_worker_cpu(pid: int) -> dict[int, float]:
-    """CPU seconds of each of the daemon's embedding worker processes (``memoree.daemon.catchup``:
-    the vectors' catch-up embeds there), by pid: its CPU is the daemon's too."""
-    found: dict[int, float] = {}
+def children_of(pid: int) -> list[int]:
+    """The pids of a process's children (its readers and, while it runs, its embedding worker)."""
+    found: list[int] = []
     for children in Path(f"/proc/{pid}/task").glob("*/children"):
         try:
-            pids = [int(child) for child in children.read_text().split()]
-        except OSError:
+            found += [int(child) for child in children.read_text().split()]
+        except OSError:  # the thread ended meanwhile
             continue
-        for child in pids:
-            try:
-                if b"embed_worker" in Path(f"/proc/{child}/cmdline").read_bytes():
-                    found[child] = daemon_cpu_seconds(child)
-            except OSError:  # it exited meanwhile
-                continue
+    return found
+
+
+def is_embedding_worker(pid: int) -> bool:
+    """Whether a child of the daemon is its embedding worker (``memoree.daemon.catchup``), not a reader."""
+    try:
+        return b"embed_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def embedding_worker_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each of the daemon's embedding worker processes (the vectors' catch-up
+    embeds there), by pid: its CPU is the daemon's too."""
+    found: dict[int, float] = {}
+    for child in filter(is_embedding_worker, children_of(pid)):
+        try:
+            found[child] = daemon_cpu_seconds(child)
+        except OSError:  # it exited meanwhile
+            continue
     return found
 
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from memoree.client.transport import Endpoint, exchange
 from tools.bench.common import Row, percentile, print_table, rate
-from tools.bench.daemon import CTX, prefill, request, start_daemon, varied_texts
+from tools.bench.daemon import CTX, children_of, is_embedding_worker, prefill, request, start_daemon, varied_texts
 
 __all__ = ["main"]
 
@@ -139,24 +139,6 @@ def _rss_mib(pid: int) -> int:
     return 0
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return found
-
-
-def _is_embedding_worker(pid: int) -> bool:
-    """Whether a child of the daemon is its embedding worker (``memoree.daemon.catchup``), not a reader."""
-    try:
-        return b"embed_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
 @dataclass
 class Cpu:
     """Where one run's CPU went, in seconds: the clients, the daemon process, its readers."""
@@ -198,7 +180,7 @@ class Cpu:
 def _server_cpu(daemon_pid: int | None) -> tuple[float, float]:
     if daemon_pid is None:
         return 0.0, 0.0
-    return _cpu_seconds(daemon_pid), sum(_cpu_seconds(c) for c in _children(daemon_pid))
+    return _cpu_seconds(daemon_pid), sum(_cpu_seconds(c) for c in children_of(daemon_pid))
 
 
 def run_clients(searchers: list[tuple[Any, ...]], writer: tuple[Any, ...] | None,
@@ -307,7 +289,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 cpus["writer, 3 elsewhere"].add(step)
                 wrote["control"] += args.puts / (control or 1.0)
                 cpus["writer, 3 elsewhere"].wal_mib = _wal_mib(store)
-            children = {pid: _is_embedding_worker(pid) for pid in _children(proc.pid)}
+            children = {pid: is_embedding_worker(pid) for pid in children_of(proc.pid)}
             memory = f"RSS after the runs: daemon {_rss_mib(proc.pid)} MiB, readers " + \
                 " / ".join(f"{_rss_mib(pid)}" for pid, worker in children.items() if not worker) + " MiB" + \
                 "".join(f", embedding worker {_rss_mib(pid)} MiB" for pid, worker in children.items() if worker)
