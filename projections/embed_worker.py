@@ -129,6 +129,15 @@ class EmbeddingWorker:
         if self.process.stdout is not None:
             self.process.stdout.close()
 
+    def abandon(self) -> None:
+        """Stop a child that is not trusted any more (it failed, or owes a reply far too long):
+        killed at once, since one that stopped answering need not exit when its input closes."""
+        self.requests.put(None)
+        self.process.kill()
+        self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
     def _send(self, request: list[Any]) -> None:
         body = self.encoder.encode(request)
         self.requests.put(HEADER.pack(len(body)) + body)

@@ -224,11 +224,13 @@ class VectorsCatchUp:
         return True
 
     def _embed_here_from_now_on(self) -> None:
+        """Give the worker up for good: killed at once (a stopped child would hold the writer in
+        a patient close), the writer embeds from now on."""
         self.embed_here = True
         if self.worker is not None:
             worker, self.worker = self.worker, None
             try:
-                worker.close()
+                worker.abandon()
             except OSError:
                 pass
 
