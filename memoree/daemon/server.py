@@ -7,7 +7,8 @@ Unix socket's caller must be this user or an allowed uid; a TCP caller must pres
 secret, ``memoree.client.secret``; a backup over TCP may write only below the configured backup folder)
 and routed: reads go to the reader pool (``memoree.daemon.readpool``: processes with connections of their
 own, one WAL snapshot each), everything else to the single writer thread. The writer groups the
-mutations that are waiting into one transaction and commits once (group commit): small puts
+mutations that are waiting, and those that arrive while it writes them (for up to
+``GROUP_OPEN_S``), into one transaction and commits once (group commit): small puts
 are decided one by one and written together (``Engine.bulk``), every other mutation runs in its
 own savepoint; the answers wait for the WAL sync, which a syncer thread does for
 every group committed meanwhile while the writer goes on (``memoree.daemon.durability``):
@@ -32,6 +33,7 @@ import signal
 import socket
 import stat
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,10 @@ from memoree.service.service import Service
 __all__ = ["Daemon", "serve"]
 
 MAX_GROUP = 64
+# How long a group stays open to mutations that arrive while it is being written (they share its
+# commit and its sync). Clients answered by one sync come back together while the writer writes
+# the next group; without this the pipeline settles into two half-size groups.
+GROUP_OPEN_S = 0.003
 # (frame, its future, whether its keys were already checked for repeats, whether it mutates)
 _Queued = tuple[bytes, "Future[bytes]", bool, bool]
 _WAKE = object()  # in the writer's inbox: the embedding worker answered (``catchup.VectorsCatchUp.collect``)
@@ -93,7 +99,8 @@ class Writer(threading.Thread):
 
     Group commit: the writer takes the first request that waits, then every other one already
     queued (never waiting for more, so a lone client is not delayed), runs the mutations among
-    them in one transaction and commits once. A refused request (a stale revision, an idempotency
+    them in one transaction, takes in the mutations that arrived meanwhile (for up to
+    ``GROUP_OPEN_S``, still never waiting) and commits once. A refused request (a stale revision, an idempotency
     conflict) is answered with its own error and the others go on: a put is refused before any of
     it is written, every other mutation runs in its own savepoint. The group's small puts are
     written together, one statement per table (the bulk lane, ``commands.bulk``), so a failure to
@@ -110,6 +117,11 @@ class Writer(threading.Thread):
         self.lone_groups = 0  # groups of one request in a row, this one included
         self.grouped_requests = 0
         self._since_seal_check = 0
+        # Taken from the inbox while a group was open, for after its commit: other requests, and
+        # whether the stop signal or the embedding worker's wake-up came meanwhile.
+        self.held: list[_Queued] = []
+        self.late: list[_Queued] = []  # the mutations the open group took in, until it is answered
+        self.held_stop = self.held_wake = False
         self.vectors = catchup.VectorsCatchUp(service, lambda: self.durability, wake=lambda: self.inbox.put(_WAKE))
 
     def submit(self, raw: bytes, *, keys_checked: bool = False, op: object = None) -> Future[bytes]:
@@ -148,9 +160,12 @@ class Writer(threading.Thread):
             try:
                 answers = self._process(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer survives everything
+                batch, self.late, self.held = batch + self.late + self.held, [], []
                 answers = [(raw, future, failure_reply(raw, exc)) for raw, future, _, _ in batch]
+            stopping, woken = stopping or self.held_stop, woken or self.held_wake
+            self.held_wake = False
             # A lone client (lone groups in a row, nothing waiting): the writer may sync it itself.
-            self.lone_groups = self.lone_groups + 1 if len(batch) == 1 else 0
+            self.lone_groups = self.lone_groups + 1 if len(answers) == 1 else 0
             lone = self.lone_groups >= LONE_GROUPS_TO_SYNC_INLINE and self.inbox.empty()
             self.durability.after_commit(answers, more_waiting=stopping or not lone)
             if stopping:
@@ -158,11 +173,11 @@ class Writer(threading.Thread):
                 return
             if woken:
                 self.vectors.collect()
-            self._since_seal_check += len(batch)
+            self._since_seal_check += len(answers)
             if self._since_seal_check >= SEAL_CHECK_EVERY:
                 self._since_seal_check = 0
                 self._seal(force_age=False)
-            self.vectors.after_requests(len(batch))
+            self.vectors.after_requests(len(answers))
 
     def _gather(self, first: _Queued) -> tuple[list[_Queued], bool, bool]:
         """The first request and every one queued behind it (up to ``MAX_GROUP``); whether the
@@ -182,6 +197,24 @@ class Writer(threading.Thread):
             batch.append(extra)  # type: ignore[arg-type]
         return batch, False, woken
 
+    def _late_mutation(self) -> _Queued | None:
+        """A mutation queued while the open group was being written, or None when the inbox holds
+        none (never waiting); anything else taken meanwhile is held for after the commit."""
+        while not self.held_stop:
+            try:
+                item = self.inbox.get_nowait()
+            except queue.Empty:
+                return None
+            if item is None:
+                self.held_stop = True
+            elif item is _WAKE:
+                self.held_wake = True
+            elif item[3]:  # type: ignore[index]
+                return item  # type: ignore[return-value]
+            else:
+                self.held.append(item)  # type: ignore[arg-type]
+        return None
+
     def _seal(self, *, force_age: bool) -> None:
         """Close a Merkle batch when one is full, or (on idle) when any event is unsealed."""
         try:
@@ -197,8 +230,10 @@ class Writer(threading.Thread):
         mutations = [item for item in batch if item[3]]
         others = [item for item in batch if not item[3]]
         answers: list[Answer] = []
+        self.late = []
         if len(mutations) > 1 or (mutations and isinstance(self.durability, WalSync)):
             answers = self._commit_group(mutations)
+            others, self.held = others + self.held, []
         else:
             others = mutations + others
         for raw, future, checked, _ in others:
@@ -211,12 +246,22 @@ class Writer(threading.Thread):
         return answers
 
     def _commit_group(self, group: list[_Queued]) -> list[Answer]:
+        """Write ``group`` in one transaction, adding to it (in place) the mutations that arrive
+        before it closes, and commit once; each request's answer, in order."""
         replies: list[bytes] = []
         handler = self.service.engine.handler
         try:
             with self.service.engine.bulk(commit_section=self.durability.commit_section()):
                 for raw, _, checked, _ in group:
                     replies.append(self.service.handle_bytes(raw, keys_checked=checked).body)
+                closes_at = time.monotonic() + GROUP_OPEN_S
+                while len(group) < MAX_GROUP and time.monotonic() < closes_at:
+                    late = self._late_mutation()
+                    if late is None:
+                        break
+                    group.append(late)
+                    self.late.append(late)
+                    replies.append(self.service.handle_bytes(late[0], keys_checked=late[2]).body)
         except BaseException as exc:  # noqa: BLE001 - nothing of the group is durable: say so
             handler.drop_deferred()
             failure = group_failure(exc)

@@ -181,3 +181,65 @@ class TestGroupCommit:
         durability = durability_for(service.engine, "NORMAL")
         assert not isinstance(durability, WalSync)
         service.close()
+
+
+def submit_while_the_first_is_written(service: Service, writer: Writer, late: list[bytes],
+                                      stop: bool = False) -> list[Future[bytes]]:
+    """While the writer handles its first request, queue ``late`` (and the stop signal)."""
+    futures: list[Future[bytes]] = []
+    handle = service.handle_bytes
+
+    def handle_and_queue_more(raw: bytes, **kwargs: Any) -> Any:
+        if not futures:
+            futures.extend(writer.submit(frame) for frame in late)
+            if stop:
+                writer.stop()
+        return handle(raw, **kwargs)
+
+    service.handle_bytes = handle_and_queue_more  # type: ignore[method-assign]
+    return futures
+
+
+class TestTheOpenGroup:
+    def test_mutations_queued_while_a_group_is_written_join_its_commit(self, tmp_path: Path) -> None:
+        """Puts that arrive while the writer writes a group's first put go in with it: one group,
+        one commit, arrival order kept, every answer durable."""
+        service = Service(tmp_path / "data")
+        writer = Writer(service, durability_for(service.engine, "FULL"))
+        late = submit_while_the_first_is_written(service, writer, [put(1), put(2)])
+        writer.durability.start()
+        writer.start()
+        first = writer.submit(put(0))
+        first.result(timeout=60)  # the late frames are queued while it is handled
+        answers = [json.loads(f.result(timeout=60)) for f in [first, *late]]
+        writer.stop()
+        writer.join(10)
+        writer.durability.stop()
+        assert all(a["ok"] for a in answers)
+        assert (writer.groups, writer.grouped_requests) == (1, 3)
+        seqs = [a["commit_seq"] for a in answers]
+        assert seqs == sorted(seqs) and len(set(seqs)) == 3
+        service.close()
+
+    def test_a_read_and_the_stop_signal_that_arrive_meanwhile_are_served_after_the_commit(
+            self, tmp_path: Path) -> None:
+        """A read queued while the group is open is answered after the group's commit (it sees
+        the group's put), and a stop queued then ends the writer once the group is answered."""
+        service = Service(tmp_path / "data")
+        made = json.loads(service.handle_bytes(put(0)).body)["result"]
+        writer = Writer(service, durability_for(service.engine, "FULL"))
+        read = frame("artifact.get", {"artifact_id": made["artifact_id"]}, request_id="read")
+        late = submit_while_the_first_is_written(service, writer, [read, put(2)], stop=True)
+        writer.durability.start()
+        writer.start()
+        first = writer.submit(put(1))
+        first.result(timeout=60)  # the late frames are queued while it is handled
+        answers = [json.loads(f.result(timeout=60)) for f in [first, *late]]
+        writer.join(10)
+        writer.durability.stop()
+        assert not writer.is_alive(), "the stop that came while the group was open ended the writer"
+        assert [a["ok"] for a in answers] == [True, True, True]
+        assert answers[1]["request_id"] == "read" and answers[1]["result"]["title"] == "t0"
+        assert (writer.groups, writer.grouped_requests) == (1, 2)
+        assert answers[0]["commit_seq"] < answers[2]["commit_seq"]
+        service.close()
