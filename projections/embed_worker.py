@@ -118,23 +118,16 @@ class EmbeddingWorker:
             self.outstanding -= 1
         return reply
 
-    def close(self) -> None:
-        """Stop the child (its input closes; killed if it does not exit promptly)."""
+    def close(self, patience: float | None = None) -> None:
+        """Stop the child: its input closes, and it is killed if it has not exited within
+        ``patience`` seconds (``STOP_SECONDS`` by default; 0 for a child no longer trusted, which
+        need not exit when its input closes)."""
         self.requests.put(None)
         try:
-            self.process.wait(timeout=STOP_SECONDS)
+            self.process.wait(timeout=STOP_SECONDS if patience is None else patience)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-    def abandon(self) -> None:
-        """Stop a child that is not trusted any more (it failed, or owes a reply far too long):
-        killed at once, since one that stopped answering need not exit when its input closes."""
-        self.requests.put(None)
-        self.process.kill()
-        self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
 

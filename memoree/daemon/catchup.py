@@ -230,7 +230,7 @@ class VectorsCatchUp:
         if self.worker is not None:
             worker, self.worker = self.worker, None
             try:
-                worker.abandon()
+                worker.close(patience=0)
             except OSError:
                 pass
 

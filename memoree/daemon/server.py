@@ -117,11 +117,11 @@ class Writer(threading.Thread):
         self.lone_groups = 0  # groups of one request in a row, this one included
         self.grouped_requests = 0
         self._since_seal_check = 0
-        # Taken from the inbox while a group was open, for after its commit: other requests, and
-        # whether the stop signal or the embedding worker's wake-up came meanwhile.
-        self.held: list[_Queued] = []
+        # Whether the stop signal, or the embedding worker's wake-up, was taken from the inbox
+        # (``_take_queued``) since the writer last looked.
+        self.stopping = self.woken = False
+        self.held: list[_Queued] = []  # requests taken while a group was open, for after its commit
         self.late: list[_Queued] = []  # the mutations the open group took in, until it is answered
-        self.held_stop = self.held_wake = False
         self.vectors = catchup.VectorsCatchUp(service, lambda: self.durability, wake=lambda: self.inbox.put(_WAKE))
 
     def submit(self, raw: bytes, *, keys_checked: bool = False, op: object = None) -> Future[bytes]:
@@ -156,22 +156,21 @@ class Writer(threading.Thread):
                 if self.vectors.collect() and self.inbox.empty() and self.vectors.idle():
                     self.vectors.slice()
                 continue
-            batch, stopping, woken = self._gather(item)
+            batch = self._gather(item)
             try:
                 answers = self._process(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer survives everything
                 batch, self.late, self.held = batch + self.late + self.held, [], []
                 answers = [(raw, future, failure_reply(raw, exc)) for raw, future, _, _ in batch]
-            stopping, woken = stopping or self.held_stop, woken or self.held_wake
-            self.held_wake = False
             # A lone client (lone groups in a row, nothing waiting): the writer may sync it itself.
             self.lone_groups = self.lone_groups + 1 if len(answers) == 1 else 0
             lone = self.lone_groups >= LONE_GROUPS_TO_SYNC_INLINE and self.inbox.empty()
-            self.durability.after_commit(answers, more_waiting=stopping or not lone)
-            if stopping:
+            self.durability.after_commit(answers, more_waiting=self.stopping or not lone)
+            if self.stopping:
                 self.vectors.close()
                 return
-            if woken:
+            if self.woken:
+                self.woken = False
                 self.vectors.collect()
             self._since_seal_check += len(answers)
             if self._since_seal_check >= SEAL_CHECK_EVERY:
@@ -179,40 +178,36 @@ class Writer(threading.Thread):
                 self._seal(force_age=False)
             self.vectors.after_requests(len(answers))
 
-    def _gather(self, first: _Queued) -> tuple[list[_Queued], bool, bool]:
-        """The first request and every one queued behind it (up to ``MAX_GROUP``); whether the
-        stop signal came among them, and whether the embedding worker's wake-up did."""
+    def _gather(self, first: _Queued) -> list[_Queued]:
+        """The first request and every one queued behind it (up to ``MAX_GROUP``)."""
         batch = [first]
-        woken = False
-        while len(batch) < MAX_GROUP:
-            try:
-                extra = self.inbox.get_nowait()
-            except queue.Empty:
-                break
-            if extra is None:
-                return batch, True, woken
-            if extra is _WAKE:
-                woken = True
-                continue
-            batch.append(extra)  # type: ignore[arg-type]
-        return batch, False, woken
+        while len(batch) < MAX_GROUP and (extra := self._take_queued()) is not None:
+            batch.append(extra)
+        return batch
 
     def _late_mutation(self) -> _Queued | None:
         """A mutation queued while the open group was being written, or None when the inbox holds
         none (never waiting); anything else taken meanwhile is held for after the commit."""
-        while not self.held_stop:
+        while (item := self._take_queued()) is not None:
+            if item[3]:
+                return item
+            self.held.append(item)
+        return None
+
+    def _take_queued(self) -> _Queued | None:
+        """The next queued request, never waiting: None when none is queued or the stop signal
+        came (``stopping``); the embedding worker's wake-up is noted (``woken``) and skipped."""
+        while not self.stopping:
             try:
                 item = self.inbox.get_nowait()
             except queue.Empty:
                 return None
             if item is None:
-                self.held_stop = True
+                self.stopping = True
             elif item is _WAKE:
-                self.held_wake = True
-            elif item[3]:  # type: ignore[index]
-                return item  # type: ignore[return-value]
+                self.woken = True
             else:
-                self.held.append(item)  # type: ignore[arg-type]
+                return item  # type: ignore[return-value]
         return None
 
     def _seal(self, *, force_age: bool) -> None:
